@@ -1,0 +1,159 @@
+"""What every storage backend provides: a writer and a reader for one shard file.
+
+A backend knows bytes on disk and nothing else: a shard stores the payloads of a contiguous
+range of samples, addressed by their local index ``0 .. n-1``. Labels, paths and classes live
+in the manifest and the sample index, never in a shard.
+
+Readers hold a path until first use and open the file in the process that reads. Every open
+reader is closed before this process forks (``os.register_at_fork``) and is reopened lazily,
+keyed by pid, afterwards; pickling drops the handle. So a reader the main process has used is
+safe in DataLoader workers under ``fork``, ``spawn`` and ``forkserver``, and py-lmdb 2.x's
+refusal to open one path twice in a process never triggers.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Backend", "ShardReader", "ShardWriter"]
+
+
+class ShardWriter(ABC):
+    """Writes exactly one shard file, in one process; payloads arrive in local-index order.
+
+    ``capacity`` is an upper bound on the payload bytes the caller will write (the planned
+    bytes of the shard); backends size their files from it. Use as a context manager: a clean
+    exit calls :meth:`close`, an exception calls :meth:`abort`, which deletes the file.
+    """
+
+    def __init__(self, path: str, *, capacity: int) -> None:
+        self.path = path
+        self.capacity = capacity
+        self.count = 0
+
+    @abstractmethod
+    def write(self, payload: bytes) -> None:
+        """Append one payload; its local index is the number written before it.
+
+        Raises:
+            ShardError: the store refused or failed the write (the cause is chained).
+        """
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush everything to stable storage and close the file."""
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Close without finishing and delete whatever was written."""
+
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+_OPEN_READERS: weakref.WeakSet[ShardReader] = weakref.WeakSet()
+_OPEN_READERS_LOCK = threading.Lock()
+
+
+def _close_readers_before_fork() -> None:
+    with _OPEN_READERS_LOCK:
+        readers = list(_OPEN_READERS)
+    for reader in readers:
+        reader.close()
+
+
+os.register_at_fork(before=_close_readers_before_fork)
+
+
+class ShardReader(ABC):
+    """Random access to one finished shard; opens lazily in whichever process reads."""
+
+    def __init__(self, path: str, num_samples: int) -> None:
+        self.path = path
+        self.num_samples = num_samples
+        self._pid: int | None = None
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def _ensure_open(self) -> None:
+        pid = os.getpid()
+        if self._pid != pid:
+            if self._pid is not None:
+                self._close()  # inherited from the parent: closing it in the child is safe
+            self._open()
+            self._pid = pid
+            with _OPEN_READERS_LOCK:
+                _OPEN_READERS.add(self)
+
+    def _check_index(self, index: int) -> None:
+        if not 0 <= index < self.num_samples:
+            raise IndexError(f"local index {index} out of range for {self.num_samples} samples "
+                             f"in {self.path!r}")
+
+    def read(self, index: int) -> bytes:
+        """Return the payload at local ``index``.
+
+        Raises:
+            IndexError: ``index`` is outside ``range(len(self))``.
+            ShardError: the file is missing, damaged or unreadable.
+        """
+        self._check_index(index)
+        self._ensure_open()
+        return self._read_many([index])[0]
+
+    def read_many(self, indices: Sequence[int]) -> list[bytes]:
+        """Return the payloads at several local indices, in one transaction where possible."""
+        for index in indices:
+            self._check_index(index)
+        self._ensure_open()
+        return self._read_many(indices)
+
+    def close(self) -> None:
+        """Release the handle, if any; the reader stays usable and reopens on the next read."""
+        if self._pid is not None:
+            self._close()
+        self._pid = None
+        with _OPEN_READERS_LOCK:
+            _OPEN_READERS.discard(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "num_samples": self.num_samples}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"], state["num_samples"])  # type: ignore[misc]
+
+    @abstractmethod
+    def _open(self) -> None:
+        """Open the file in this process."""
+
+    @abstractmethod
+    def _read_many(self, indices: Sequence[int]) -> list[bytes]:
+        """Read payloads from the open file; indices are already checked."""
+
+    @abstractmethod
+    def _close(self) -> None:
+        """Close the handle this process opened."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Everything packer needs to know about one storage backend."""
+
+    name: str
+    suffix: str
+    writer: type[ShardWriter]
+    reader: type[ShardReader]
+    description: str

@@ -1,0 +1,54 @@
+"""Writes that survive a crash: temporary name, fsync, atomic rename, fsync of the directory."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+__all__ = ["atomic_write_bytes", "fsync_dir", "fsync_file", "sha256_file"]
+
+_CHUNK = 4 << 20
+
+
+def fsync_file(path: str) -> None:
+    """Flush a closed file's data to stable storage."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: str) -> None:
+    """Make renames and new entries in directory ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    fsync_dir(directory)
+
+
+def sha256_file(path: str) -> str:
+    """Hex SHA-256 of a file's bytes, read in large blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()

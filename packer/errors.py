@@ -1,0 +1,103 @@
+"""The exceptions packer raises, as one small tree.
+
+::
+
+    PackerError                          root: catch this to catch anything packer raises
+    ├── SourceError                      the input tree cannot be used
+    │   ├── SourceNotFoundError          SRC does not exist or is no directory (+FileNotFoundError)
+    │   ├── EmptySourceError             no class folders, or a class without images (+FileNotFoundError)
+    │   └── BadImageError                one file could not be packed (under ``strict``); has ``path``, ``reason``
+    ├── OutputError                      DST cannot be written as asked
+    │   └── OutputExistsError            DST is not empty and ``overwrite`` is off (+FileExistsError)
+    ├── UnknownNameError                 unknown backend or codec; lists the choices (+LookupError)
+    ├── DatasetError                     DST cannot be read as a packer dataset
+    │   ├── NotADatasetError             no manifest and no sign of packer (+FileNotFoundError)
+    │   ├── IncompleteDatasetError       a conversion into DST started and never finished
+    │   ├── ManifestError                index.json is malformed or from a newer packer
+    │   └── ShardError                   a shard file is missing, damaged or failed to write
+
+Every message says what happened, which path, and what to do about it. Programming errors
+(a wrong argument type, an index out of range) stay builtins.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BadImageError",
+    "DatasetError",
+    "EmptySourceError",
+    "IncompleteDatasetError",
+    "ManifestError",
+    "NotADatasetError",
+    "OutputError",
+    "OutputExistsError",
+    "PackerError",
+    "ShardError",
+    "SourceError",
+    "SourceNotFoundError",
+    "UnknownNameError",
+]
+
+
+class PackerError(Exception):
+    """Root of every error packer raises on purpose.
+
+    ``exit_code`` is what the command line exits with when this error ends a command.
+    """
+
+    exit_code: int = 1
+
+
+class SourceError(PackerError):
+    """The source ImageFolder tree cannot be used."""
+
+
+class SourceNotFoundError(SourceError, FileNotFoundError):
+    """SRC does not exist or is not a directory."""
+
+
+class EmptySourceError(SourceError, FileNotFoundError):
+    """SRC has no class folders, or a class folder holds no image."""
+
+
+class BadImageError(SourceError):
+    """One source file cannot be packed; raised instead of skipping it under ``strict``."""
+
+    def __init__(self, message: str, *, path: str, reason: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
+
+
+class OutputError(PackerError):
+    """The destination cannot be written as asked."""
+
+
+class OutputExistsError(OutputError, FileExistsError):
+    """DST exists and is not empty, and overwriting was not asked for."""
+
+    exit_code = 3
+
+
+class UnknownNameError(PackerError, LookupError):
+    """A backend or codec name that is not registered."""
+
+
+class DatasetError(PackerError):
+    """A directory cannot be read as a packer dataset."""
+
+
+class NotADatasetError(DatasetError, FileNotFoundError):
+    """The directory holds no manifest and no sign of a packer conversion."""
+
+
+class IncompleteDatasetError(DatasetError):
+    """A conversion into this directory started and never wrote its manifest."""
+
+
+class ManifestError(DatasetError):
+    """The manifest is malformed, inconsistent, or written by a newer packer."""
+
+
+class ShardError(DatasetError):
+    """A shard file is missing, damaged, or could not be written."""
