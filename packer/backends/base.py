@@ -64,7 +64,7 @@ class ShardWriter(ABC):
 
 
 _OPEN_READERS: weakref.WeakSet[ShardReader] = weakref.WeakSet()
-_OPEN_READERS_LOCK = threading.Lock()
+_OPEN_READERS_LOCK = threading.RLock()
 
 
 def _close_readers_before_fork() -> None:
@@ -128,6 +128,11 @@ class ShardReader(ABC):
         self._pid = None
         with _OPEN_READERS_LOCK:
             _OPEN_READERS.discard(self)
+
+    def __del__(self) -> None:
+        # A reader dropped without close() must not pin its file handle for the process's life.
+        if getattr(self, "_pid", None) is not None:
+            self._close()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "num_samples": self.num_samples}

@@ -19,6 +19,7 @@ so read-only and shared storage work and nothing is ever written next to the dat
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 
 import lmdb
@@ -104,18 +105,64 @@ class LMDBShardWriter(ShardWriter):
                 os.unlink(leftover)
 
 
+class _SharedEnvironments:
+    """One read-only environment per shard file and process, shared by every reader of it.
+
+    py-lmdb 2.x and later refuse to open one path twice in a process, so two datasets over
+    the same directory (say one decoding, one with ``decode=False``) must share handles.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()  # re-entrant: __del__ may release during acquire
+        self._entries: dict[tuple[int, int], tuple[lmdb.Environment, int]] = {}
+
+    @staticmethod
+    def _identity(path: str) -> tuple[int, int]:
+        # py-lmdb's duplicate check is by file identity too: a file replaced at the same path
+        # (a re-conversion) gets its own environment, never a stale one.
+        try:
+            st = os.stat(path)
+        except OSError as err:
+            raise ShardError(f"Cannot open LMDB shard {path!r}: {err}") from err
+        return st.st_dev, st.st_ino
+
+    def acquire(self, path: str) -> tuple[lmdb.Environment, tuple[int, int]]:
+        key = self._identity(path)
+        with self._lock:
+            if key in self._entries:
+                env, users = self._entries[key]
+                self._entries[key] = (env, users + 1)
+                return env, key
+            try:
+                env = lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=True,
+                                meminit=False, max_spare_txns=1, max_dbs=0)
+            except lmdb.Error as err:
+                raise ShardError(f"Cannot open LMDB shard {path!r}: {err}. Check it with "
+                                 "`packer info`; re-convert if the file is damaged.") from err
+            self._entries[key] = (env, 1)
+            return env, key
+
+    def release(self, key: tuple[int, int]) -> None:
+        with self._lock:
+            env, users = self._entries[key]
+            if users > 1:
+                self._entries[key] = (env, users - 1)
+            else:
+                del self._entries[key]
+                env.close()
+
+
+_SHARED = _SharedEnvironments()
+
+
 class LMDBShardReader(ShardReader):
     """Read one LMDB shard with a read-only, lock-free environment opened per process."""
 
     _env: lmdb.Environment | None = None
+    _identity: tuple[int, int] = (0, 0)
 
     def _open(self) -> None:
-        try:
-            self._env = lmdb.open(self.path, subdir=False, readonly=True, lock=False,
-                                  readahead=True, meminit=False, max_spare_txns=1, max_dbs=0)
-        except lmdb.Error as err:
-            raise ShardError(f"Cannot open LMDB shard {self.path!r}: {err}. Check it with "
-                             "`packer info`; re-convert if the file is damaged.") from err
+        self._env, self._identity = _SHARED.acquire(self.path)
 
     def _read_many(self, indices: Sequence[int]) -> list[bytes]:
         env = self._env
@@ -136,8 +183,8 @@ class LMDBShardReader(ShardReader):
 
     def _close(self) -> None:
         if self._env is not None:
-            self._env.close()
             self._env = None
+            _SHARED.release(self._identity)
 
 
 BACKEND = Backend(

@@ -1,0 +1,125 @@
+"""What a dataset holds and what a conversion did, as data (for ``--json``) and as text."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+from packer.convert import ConversionResult
+from packer.manifest import MANIFEST_NAME, Manifest
+from packer.sizes import format_size
+
+__all__ = ["dataset_info", "format_conversion", "format_info"]
+
+_MAX_LISTED = 20
+
+
+def dataset_info(root: str | os.PathLike[str]) -> dict[str, Any]:
+    """Summarise the dataset at ``root`` from its manifest alone (no shard is read).
+
+    Raises:
+        NotADatasetError, IncompleteDatasetError, ManifestError: see :meth:`Manifest.load`.
+    """
+    path = os.path.abspath(os.fspath(root))
+    manifest = Manifest.load(path)
+    return {
+        "path": path,
+        "format_version": manifest.format_version,
+        "created_by": manifest.created_by,
+        "created_at": manifest.created_at,
+        "source": manifest.source,
+        "backend": manifest.backend,
+        "codec": manifest.codec,
+        "codec_params": manifest.codec_params,
+        "check": manifest.check,
+        "num_samples": manifest.num_samples,
+        "num_classes": len(manifest.classes),
+        "classes": list(manifest.classes),
+        "class_counts": dict(zip(manifest.classes, manifest.class_counts, strict=True)),
+        "num_bytes": manifest.num_bytes,
+        "shards": [
+            {"path": s.path, "first": s.first, "num_samples": s.num_samples,
+             "num_bytes": s.num_bytes, "sha256": s.sha256}
+            for s in manifest.shards
+        ],
+        "skipped": [{"path": s.path, "reason": s.reason, "detail": s.detail}
+                    for s in manifest.skipped],
+        "scan": {
+            "include_hidden": manifest.scan.include_hidden,
+            "ignored_hidden": list(manifest.scan.ignored_hidden),
+            "cut_symlink_loops": list(manifest.scan.cut_symlink_loops),
+            "unreadable_dirs": list(manifest.scan.unreadable_dirs),
+            "other_files": manifest.scan.other_files,
+            "root_files": manifest.scan.root_files,
+        },
+    }
+
+
+def _listed(lines: list[str], title: str, items: list[str]) -> None:
+    if not items:
+        return
+    lines.append(f"{title} ({len(items)}):")
+    lines.extend(f"  {item}" for item in items[:_MAX_LISTED])
+    if len(items) > _MAX_LISTED:
+        lines.append(f"  ... and {len(items) - _MAX_LISTED} more (packer info --json lists all)")
+
+
+def format_info(info: dict[str, Any]) -> str:
+    """Render :func:`dataset_info` for people."""
+    lines = [
+        f"{info['path']}",
+        f"  backend {info['backend']}, codec {info['codec']}, check {info['check']}, "
+        f"format v{info['format_version']}, {info['created_by']} at {info['created_at']}",
+        f"  source  {info['source']}",
+        f"  samples {info['num_samples']} in {info['num_classes']} classes, "
+        f"{len(info['shards'])} shard(s), {format_size(info['num_bytes'])}",
+        f"  skipped {len(info['skipped'])}",
+        "classes:",
+    ]
+    counts = info["class_counts"]
+    width = max((len(name) for name in counts), default=0)
+    for index, (name, count) in enumerate(counts.items()):
+        if index == _MAX_LISTED and len(counts) > _MAX_LISTED + 1:
+            lines.append(f"  ... and {len(counts) - _MAX_LISTED} more classes")
+            break
+        lines.append(f"  {index:>4}  {name:<{width}}  {count}")
+    lines.append("shards:")
+    for index, shard in enumerate(info["shards"]):
+        if index == _MAX_LISTED and len(info["shards"]) > _MAX_LISTED + 1:
+            lines.append(f"  ... and {len(info['shards']) - _MAX_LISTED} more shards")
+            break
+        lines.append(f"  {shard['path']}  samples {shard['first']}..{shard['first'] + shard['num_samples'] - 1}"
+                     f"  ({shard['num_samples']}), {format_size(shard['num_bytes'])}, "
+                     f"sha256 {shard['sha256'][:16]}")
+    reasons = Counter(s["reason"] for s in info["skipped"])
+    if reasons:
+        lines.append("skipped by reason: " + ", ".join(f"{r} {n}" for r, n in sorted(reasons.items())))
+    _listed(lines, "skipped files", [f"{s['path']}: {s['reason']} ({s['detail']})"
+                                     for s in info["skipped"]])
+    scan = info["scan"]
+    _listed(lines, "ignored hidden entries (ImageFolder would read them)", scan["ignored_hidden"])
+    _listed(lines, "directory symlink loops not followed again", scan["cut_symlink_loops"])
+    _listed(lines, "unreadable directories (their files were not found)", scan["unreadable_dirs"])
+    return "\n".join(lines)
+
+
+def format_conversion(result: ConversionResult) -> str:
+    """One summary of a finished conversion: counts, sizes, speed, where skips are listed."""
+    m = result.manifest
+    skipped = len(m.skipped)
+    lines = [
+        f"Packed {m.num_samples} samples in {len(m.classes)} classes into {result.dst} "
+        f"({m.backend}, {len(m.shards)} shard(s)); skipped {skipped} of {result.found} images found.",
+        f"  in {format_size(result.bytes_in)}, out {format_size(m.num_bytes)}, "
+        f"{result.seconds:.1f} s, {result.images_per_second:.0f} images/s",
+    ]
+    if skipped:
+        reasons = Counter(s.reason for s in m.skipped)
+        lines.append("  skipped: " + ", ".join(f"{r} {n}" for r, n in sorted(reasons.items()))
+                     + f"; listed in {os.path.join(result.dst, MANIFEST_NAME)} under \"skipped\" "
+                     f"(see: packer info {result.dst})")
+    if m.scan.unreadable_dirs:
+        lines.append(f"  warning: {len(m.scan.unreadable_dirs)} unreadable directories; "
+                     f"see packer info {result.dst}")
+    return "\n".join(lines)
