@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
-from typing import Any, Final
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, Final, get_args, get_origin, get_type_hints
 
 from packer.durable import atomic_write_bytes
 from packer.errors import IncompleteDatasetError, ManifestError, NotADatasetError
@@ -146,18 +146,20 @@ class Manifest:
                 codec_params=_get(data, "codec_params", dict, source),
                 check=_get(data, "check", str, source),
                 max_pixels=_get(data, "max_pixels", int, source),
-                classes=tuple(_get(data, "classes", list, source)),
-                class_counts=tuple(_get(data, "class_counts", list, source)),
-                shards=tuple(ShardEntry(**s) for s in _get(data, "shards", list, source)),
-                sample_index={k: FileEntry(**v)
+                classes=_get_items(data, "classes", str, source),
+                class_counts=_get_items(data, "class_counts", int, source),
+                shards=tuple(_record(ShardEntry, s, source, f"shards[{i}]")
+                             for i, s in enumerate(_get(data, "shards", list, source))),
+                sample_index={k: _record(FileEntry, v, source, f"sample_index[{k!r}]")
                               for k, v in _get(data, "sample_index", dict, source).items()},
-                skipped=tuple(SkippedFile(**s) for s in _get(data, "skipped", list, source)),
-                scan=_scan_info(_get(data, "scan", dict, source)),
+                skipped=tuple(_record(SkippedFile, s, source, f"skipped[{i}]")
+                              for i, s in enumerate(_get(data, "skipped", list, source))),
+                scan=_record(ScanInfo, _get(data, "scan", dict, source), source, "scan"),
                 source=_get(data, "source", str, source),
                 created_by=_get(data, "created_by", str, source),
                 created_at=_get(data, "created_at", str, source),
                 format_version=version,
-                extra=data.get("extra", {}),
+                extra=_get(data, "extra", dict, source) if "extra" in data else {},
             )
         except TypeError as err:
             raise ManifestError(f"{source} has a malformed entry ({err}); re-convert.") from err
@@ -182,13 +184,14 @@ class Manifest:
         try:
             with open(path, encoding="utf-8") as handle:
                 text = handle.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             if os.path.exists(os.path.join(top, IN_PROGRESS_NAME)):
                 raise IncompleteDatasetError(
                     f"{top!r} is incomplete: a conversion into it was interrupted before it wrote "
                     f"{MANIFEST_NAME}. Convert again with --overwrite.") from None
             if not os.path.isdir(top):
-                raise NotADatasetError(f"{top!r} does not exist: give the DST of a "
+                what = "is not a directory" if os.path.exists(top) else "does not exist"
+                raise NotADatasetError(f"{top!r} {what}: give the DST of a "
                                        "`packer convert`.") from None
             raise NotADatasetError(f"{top!r} is not a packer dataset (no {MANIFEST_NAME}): give "
                                    "the DST of a finished `packer convert`.") from None
@@ -205,6 +208,47 @@ def _get(data: dict[str, Any], key: str, kind: type, source: str) -> Any:
     return value
 
 
-def _scan_info(data: dict[str, Any]) -> ScanInfo:
-    tuples = ("extensions", "ignored_hidden", "cut_symlink_loops", "unreadable_dirs")
-    return ScanInfo(**{k: tuple(v) if k in tuples else v for k, v in data.items()})
+def _is(kind: type, value: Any) -> bool:
+    """``isinstance`` for JSON values, where a bool is not an int."""
+    return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+
+
+def _get_items(data: dict[str, Any], key: str, kind: type, source: str) -> tuple[Any, ...]:
+    items = _get(data, key, list, source)
+    for position, value in enumerate(items):
+        if not _is(kind, value):
+            raise ManifestError(f"{source}: {key}[{position}] should be {kind.__name__}, not "
+                                f"{type(value).__name__}; re-convert the dataset.")
+    return tuple(items)
+
+
+def _record(cls: type[Any], data: Any, source: str, where: str) -> Any:
+    """Build the record dataclass ``cls`` from a JSON object, checking every field's type."""
+    if not isinstance(data, dict):
+        raise ManifestError(f"{source}: {where} should be an object, not {type(data).__name__}; "
+                            "re-convert the dataset.")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    missing = sorted(name for name, f in known.items() if name not in data
+                     and f.default is MISSING and f.default_factory is MISSING)
+    if unknown or missing:
+        what = "; ".join(part for part in (f"unknown field(s) {unknown}" if unknown else "",
+                                           f"missing field(s) {missing}" if missing else "") if part)
+        raise ManifestError(f"{source}: {where} has {what}; re-convert the dataset.")
+    hints = get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        kind = hints[name]
+        if get_origin(kind) is tuple:
+            item_kind = get_args(kind)[0]
+            ok = isinstance(value, list) and all(_is(item_kind, v) for v in value)
+            value = tuple(value) if ok else value
+            expected = f"a list of {item_kind.__name__}"
+        else:
+            ok = _is(kind, value)
+            expected = kind.__name__
+        if not ok:
+            raise ManifestError(f"{source}: {where}.{name} should be {expected}, not "
+                                f"{type(value).__name__}; re-convert the dataset.")
+        values[name] = value
+    return cls(**values)

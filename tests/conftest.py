@@ -1,0 +1,60 @@
+"""Shared fixtures: the ``backend`` parametrization, tree factories and a packed dataset.
+
+Every image is generated into ``tmp_path``; nothing binary is checked in.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import imagetools  # noqa: E402
+from imagetools import Entry, standard_spec, write_tree  # noqa: E402
+
+import packer  # noqa: E402
+from packer.backends import Backend, backend_names, get_backend  # noqa: E402
+
+MakeTree = Callable[..., Path]
+
+
+@pytest.fixture(params=backend_names())
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """Every registered storage backend, so each contract test runs for all of them."""
+    return get_backend(request.param)
+
+
+@pytest.fixture
+def make_tree(tmp_path: Path) -> MakeTree:
+    """Factory: ``make_tree(spec, name="src")`` writes ``spec`` under ``tmp_path/name``.
+
+    ``spec`` maps relative POSIX paths to bytes, :class:`imagetools.Symlink` or
+    :class:`imagetools.Dir`.
+    """
+
+    def make(spec: Mapping[str, Entry], name: str = "src") -> Path:
+        return write_tree(tmp_path / name, spec)
+
+    return make
+
+
+@pytest.fixture
+def standard_tree(make_tree: MakeTree) -> Path:
+    """The tree of :func:`standard_spec` under ``tmp_path/src``."""
+    return make_tree(standard_spec())
+
+
+@pytest.fixture
+def packed(standard_tree: Path, tmp_path: Path, backend: Backend) -> Path:
+    """``standard_tree`` converted with ``backend`` into ``tmp_path/dst``."""
+    dst = tmp_path / "dst"
+    packer.convert(standard_tree, dst, to=backend.name)
+    return dst
+
+
+__all__ = ["MakeTree", "imagetools"]
