@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import logging
+import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -68,17 +69,33 @@ class Codec(Protocol):
         ...
 
 
+_LIFT_LOCK = threading.Lock()
+_lifted = 0
+_saved_settings: tuple[int | None, bool] = (None, False)
+
+
 @contextmanager
 def _pixel_limit_lifted() -> Iterator[None]:
-    """Let Pillow open any size; callers apply their own limit. Also refuse truncated data."""
-    saved_limit, saved_truncated = Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES
-    Image.MAX_IMAGE_PIXELS = None
-    ImageFile.LOAD_TRUNCATED_IMAGES = False
+    """Let Pillow open any size; callers apply their own limit. Also refuse truncated data.
+
+    Pillow's settings are process-wide, so overlapping uses (threads decoding at once) are
+    counted: the first saves the user's settings, the last restores them. Saving and restoring
+    per use would let two overlapping uses leave the limit lifted for good.
+    """
+    global _lifted, _saved_settings
+    with _LIFT_LOCK:
+        if _lifted == 0:
+            _saved_settings = (Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES)
+            Image.MAX_IMAGE_PIXELS = None
+            ImageFile.LOAD_TRUNCATED_IMAGES = False
+        _lifted += 1
     try:
         yield
     finally:
-        Image.MAX_IMAGE_PIXELS = saved_limit
-        ImageFile.LOAD_TRUNCATED_IMAGES = saved_truncated
+        with _LIFT_LOCK:
+            _lifted -= 1
+            if _lifted == 0:
+                Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES = _saved_settings
 
 
 def _unpackable(err: Exception) -> UnpackableFile:

@@ -21,8 +21,23 @@ __all__ = ["TMP_DIR", "check_destination", "clear_destination", "finish_destinat
 TMP_DIR = ".tmp"
 
 
+_SNIFF_BYTES = 64 << 20
+
+
 def _is_packer_output(dst: str) -> bool:
-    return any(os.path.exists(os.path.join(dst, name)) for name in (MANIFEST_NAME, IN_PROGRESS_NAME))
+    """Whether ``dst`` holds packer's marker, or an ``index.json`` that is a packer manifest.
+
+    ``index.json`` is a common name, so its mere presence does not make a directory packer's.
+    """
+    if os.path.exists(os.path.join(dst, IN_PROGRESS_NAME)):
+        return True
+    try:
+        with open(os.path.join(dst, MANIFEST_NAME), "rb") as handle:
+            text = handle.read(_SNIFF_BYTES + 1)
+        data = json.loads(text) if len(text) <= _SNIFF_BYTES else None
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("format") == "packer"
 
 
 def check_destination(dst: str, src: str, *, overwrite: bool) -> None:
@@ -36,6 +51,9 @@ def check_destination(dst: str, src: str, *, overwrite: bool) -> None:
     if real_dst == real_src or real_dst.startswith(real_src + os.sep):
         raise OutputError(f"Destination {dst!r} is inside the source {src!r}: it would become part "
                           "of the tree it packs. Choose a directory outside the source.")
+    if real_src.startswith(real_dst.rstrip(os.sep) + os.sep):
+        raise OutputError(f"The source {src!r} is inside the destination {dst!r}: writing there "
+                          "could delete it. Choose a destination outside the source.")
     if not os.path.lexists(dst):
         return
     if not os.path.isdir(dst):
@@ -52,8 +70,22 @@ def check_destination(dst: str, src: str, *, overwrite: bool) -> None:
 
 
 def clear_destination(dst: str) -> None:
-    """Delete the contents of a packer dataset or interrupted conversion; keep the directory."""
+    """Delete the contents of a packer dataset or interrupted conversion; keep the directory.
+
+    The in-progress marker is written first and removed never, and the manifest goes before
+    any shard: a run killed while clearing leaves an incomplete packer directory (which readers
+    reject and ``overwrite`` clears), never a complete-looking one or a "foreign" one.
+    """
+    marker = os.path.join(dst, IN_PROGRESS_NAME)
+    if not os.path.exists(marker):
+        atomic_write_bytes(marker, b"{}\n")
+    manifest = os.path.join(dst, MANIFEST_NAME)
+    if os.path.lexists(manifest):
+        os.unlink(manifest)
+        fsync_dir(dst)
     for name in os.listdir(dst):
+        if name == IN_PROGRESS_NAME:
+            continue
         path = os.path.join(dst, name)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)

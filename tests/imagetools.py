@@ -310,3 +310,8 @@ def tensor_collate(batch: list[tuple[object, int]]) -> tuple[object, object]:
 
     images = torch.stack([sample for sample, _ in batch])  # type: ignore[misc]
     return images, torch.tensor([int(t) for _, t in batch], dtype=torch.int64)
+
+
+def pid_digest_collate(batch: list[tuple[object, int]]) -> tuple[int, list[tuple[str, int]]]:
+    """collate_fn: :func:`digest_collate` plus the id of the process that built the batch."""
+    return os.getpid(), digest_collate(batch)

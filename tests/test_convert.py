@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 from imagetools import (DROP_DAC_PRELUDE, STANDARD_IMAGES, Symlink, corrupt_png, html_as_jpeg, jpeg_bytes,
-                        png_bytes, rgb_of, sha, tree_files, truncated_jpeg, truncated_png,
-                        write_tree, zoo)
+                        png_bytes, rgb_of, sha, standard_spec, tree_files, truncated_jpeg,
+                        truncated_png, write_tree, zoo)
 
 import packer
 from packer import (BadImageError, IncompleteDatasetError, OutputError, OutputExistsError,
@@ -247,6 +248,68 @@ def test_foreign_directory_is_never_deleted_even_with_overwrite(
     with pytest.raises(OutputError, match="will not delete"):
         convert(standard_tree, dst, to=backend.name, overwrite=True)
     assert tree_files(dst) == {"precious.txt": (7, sha(b"keep me"))}
+
+
+@pytest.mark.parametrize("index_json", [b'{"pages": ["home"]}', b"[1, 2]", b"not json",
+                                        b'{"format": "webpack"}'])
+def test_a_foreign_index_json_does_not_make_a_directory_packer_s(
+        standard_tree: Path, tmp_path: Path, backend: Backend, index_json: bytes) -> None:
+    dst = write_tree(tmp_path / "site", {"index.json": index_json, "page.html": b"<html/>"})
+    before = tree_files(dst)
+    with pytest.raises(OutputExistsError, match="not empty"):
+        convert(standard_tree, dst, to=backend.name)
+    with pytest.raises(OutputError, match="will not delete"):
+        convert(standard_tree, dst, to=backend.name, overwrite=True)
+    assert tree_files(dst) == before
+
+
+def test_src_inside_dst_is_refused_even_with_overwrite(make_tree: Any, tmp_path: Path,
+                                                       backend: Backend) -> None:
+    dst = tmp_path / "dst"
+    convert(make_tree({"x/a.png": png_bytes(8, 8, 1)}, name="first"), dst, to=backend.name)
+    src = write_tree(dst / "incoming", standard_spec())
+    before = tree_files(src)
+    with pytest.raises(OutputError, match="inside the destination"):
+        convert(src, dst, to=backend.name, overwrite=True)
+    assert tree_files(src) == before
+    assert len(open_dataset(dst)) == 1  # the earlier dataset is untouched too
+
+
+class _Crash(BaseException):
+    """Stands for the process being killed."""
+
+
+@pytest.mark.parametrize("crash_at", ["index.json", "shard-00001", "samples"])
+def test_a_crash_while_clearing_for_overwrite_leaves_an_incomplete_dst(
+        standard_tree: Path, tmp_path: Path, backend: Backend, monkeypatch: pytest.MonkeyPatch,
+        crash_at: str) -> None:
+    dst = tmp_path / "dst"
+    convert(standard_tree, dst, to=backend.name, shard_size=2000)
+    real_unlink, real_rmtree = os.unlink, shutil.rmtree
+
+    def unlink(path: Any, *args: Any, **kwargs: Any) -> None:
+        if os.path.basename(path).startswith(crash_at):
+            raise _Crash(path)
+        real_unlink(path, *args, **kwargs)
+
+    def rmtree(path: Any, *args: Any, **kwargs: Any) -> None:
+        if os.path.basename(path).startswith(crash_at):
+            raise _Crash(path)
+        real_rmtree(path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "unlink", unlink)
+        patch.setattr(shutil, "rmtree", rmtree)
+        with pytest.raises(_Crash):
+            convert(standard_tree, dst, to=backend.name, shard_size=2000, overwrite=True)
+    if crash_at == "index.json":  # killed before anything was deleted: still the old dataset
+        assert len(open_dataset(dst)) == STANDARD_IMAGES
+    else:
+        with pytest.raises(IncompleteDatasetError, match="incomplete"):
+            open_dataset(dst)
+    redone = convert(standard_tree, dst, to=backend.name, shard_size=2000, overwrite=True)
+    assert redone.manifest.num_samples == STANDARD_IMAGES
+    assert set(tree_files(dst)) == dataset_files(dst)
 
 
 def test_existing_dataset_needs_overwrite(standard_tree: Path, tmp_path: Path,

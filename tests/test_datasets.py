@@ -284,3 +284,33 @@ def test_public_api_exports_the_dataset_classes() -> None:
     assert packer.open_dataset is open_dataset
     with pytest.raises(AttributeError):
         packer.NoSuchThing  # noqa: B018
+
+
+def test_overlapping_decodes_leave_pillow_s_limit_as_it_was() -> None:
+    """Two decodes that overlap (threads) must not leave Pillow's bomb limit lifted for good."""
+    from PIL import Image
+
+    from packer.codecs import _pixel_limit_lifted
+
+    original = Image.MAX_IMAGE_PIXELS
+    first, second = _pixel_limit_lifted(), _pixel_limit_lifted()
+    first.__enter__()
+    second.__enter__()
+    assert Image.MAX_IMAGE_PIXELS is None
+    first.__exit__(None, None, None)
+    second.__exit__(None, None, None)
+    assert Image.MAX_IMAGE_PIXELS == original
+
+
+def test_threads_decoding_at_once(packed: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from PIL import Image
+
+    original = Image.MAX_IMAGE_PIXELS
+    ds = open_dataset(packed, transform=PixelDigest())
+    expected = [ds[i] for i in range(len(ds))]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: ds[i % len(ds)], range(20 * len(ds))))
+    assert got == expected * 20
+    assert Image.MAX_IMAGE_PIXELS == original
