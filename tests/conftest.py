@@ -14,11 +14,11 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import imagetools  # noqa: E402
-from imagetools import Entry, standard_spec, write_tree  # noqa: E402
+import imagetools
+from imagetools import Entry, standard_spec, write_tree
 
-import packer  # noqa: E402
-from packer.backends import Backend, backend_names, get_backend  # noqa: E402
+import packer
+from packer.backends import Backend, backend_names, get_backend
 
 MakeTree = Callable[..., Path]
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import multiprocessing
 import os
 import pickle
 import random
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +15,8 @@ import h5py
 import lmdb
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from imagetools import sha
 
 from packer.backends import Backend, backend_names, get_backend, register_backend
@@ -54,6 +58,23 @@ def test_round_trip(shard: Path, backend: Backend) -> None:
     assert got == PAYLOADS
     # only the shard itself is on disk: no lock file, no side file
     assert os.listdir(shard.parent) == [shard.name]
+
+
+@settings(deadline=None, max_examples=25,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payloads=st.lists(st.binary(max_size=2000), max_size=40), data=st.data())
+def test_any_payloads_round_trip(backend: Backend, payloads: list[bytes],
+                                 data: st.DataObject) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        path = Path(root, f"s{backend.suffix}")
+        capacity = data.draw(st.integers(1, sum(map(len, payloads)) + 1), label="capacity")
+        write_shard(backend, path, payloads, capacity=capacity)
+        reader = backend.reader(str(path), len(payloads))
+        assert [reader.read(i) for i in range(len(payloads))] == payloads
+        if payloads:
+            order = data.draw(st.lists(st.integers(0, len(payloads) - 1)), label="order")
+            assert reader.read_many(order) == [payloads[i] for i in order]
+        reader.close()
 
 
 def test_read_many_equals_single_reads(shard: Path, backend: Backend) -> None:
@@ -100,11 +121,11 @@ def test_only_empty_payloads(tmp_path: Path, backend: Backend) -> None:
 
 def test_abort_leaves_no_file(tmp_path: Path, backend: Backend) -> None:
     path = tmp_path / f"aborted{backend.suffix}"
-    with pytest.raises(RuntimeError, match="boom"):
-        with backend.writer(str(path), capacity=1 << 20) as writer:
-            writer.write(b"x" * 1000)
-            writer.write(PAYLOADS[2])
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), \
+            backend.writer(str(path), capacity=1 << 20) as writer:
+        writer.write(b"x" * 1000)
+        writer.write(PAYLOADS[2])
+        raise RuntimeError("boom")
     assert os.listdir(tmp_path) == []
     writer = backend.writer(str(path), capacity=10)
     writer.write(b"abc")
@@ -129,7 +150,7 @@ def _child_reads(reader: ShardReader, conn: multiprocessing.connection.Connectio
     try:
         conn.send([sha(reader.read(i)) for i in range(len(reader))]
                   + [sha(b"".join(reader.read_many([2, 0, 2])))])
-    except BaseException as err:  # report anything to the parent
+    except Exception as err:  # noqa: BLE001 - the parent reports whatever went wrong
         conn.send(repr(err))
     finally:
         conn.close()
@@ -242,6 +263,39 @@ def test_hdf5_reader_handles_a_rechunked_compressed_blob(tmp_path: Path) -> None
     reader = get_backend("hdf5").reader(str(path), len(payloads))
     assert reader.read_many([2, 0, 1]) == [payloads[2], payloads[0], payloads[1]]
     reader.close()
+
+
+@pytest.mark.parametrize("works_first", [0, 1])
+def test_hdf5_writer_without_copy_file_range(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             works_first: int) -> None:
+    """Filesystems and sandboxes that refuse copy_file_range still get a byte-identical shard."""
+    backend = get_backend("hdf5")
+    reference = tmp_path / "reference.h5"
+    write_shard(backend, reference, PAYLOADS)
+    real = os.copy_file_range
+    calls = {"n": 0}
+
+    def refusing(src: int, dst: int, count: int, offset_src: int, offset_dst: int) -> int:
+        calls["n"] += 1
+        if calls["n"] <= works_first:  # copy a part first, then refuse
+            return real(src, dst, min(count, 1000), offset_src, offset_dst)
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(os, "copy_file_range", refusing)
+    path = tmp_path / "fallback.h5"
+    write_shard(backend, path, PAYLOADS)
+    assert calls["n"] == works_first + 1
+    assert path.read_bytes() == reference.read_bytes()
+
+
+def test_hdf5_copy_errors_are_shard_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(*args: int) -> int:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "copy_file_range", failing)
+    with pytest.raises(ShardError, match="Input/output error"):
+        write_shard(get_backend("hdf5"), tmp_path / "s.h5", [b"abc"])
+    assert not (tmp_path / "s.h5.payloads").exists()
 
 
 def test_hdf5_sample_count_mismatch_is_a_shard_error(tmp_path: Path) -> None:

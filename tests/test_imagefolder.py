@@ -7,11 +7,14 @@ copied statement for statement, so that the comparison needs no torchvision inst
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from imagetools import Dir, Symlink, write_tree
+from imagetools import DROP_DAC_PRELUDE, Dir, Symlink, write_tree
 
 import packer
 from packer import EmptySourceError, SourceNotFoundError, find_classes, scan_imagefolder
@@ -407,3 +410,38 @@ def test_allow_empty_keeps_the_class_index(tmp_path: Path) -> None:
     assert samples_of(index) == tv_make_dataset(str(root), extensions=TV_IMG_EXTENSIONS,
                                                 allow_empty=True)
     assert index.report.other_files == 1
+
+
+_SCAN_WITHOUT_DAC = DROP_DAC_PRELUDE + textwrap.dedent("""
+    import packer
+    try:
+        packer.scan_imagefolder(sys.argv[1])
+    except packer.EmptySourceError as err:
+        print("ERROR", err)
+    index = packer.scan_imagefolder(sys.argv[1], allow_empty=True)
+    print("ITEMS", [i.relpath for i in index.items])
+    print("UNREADABLE", list(index.report.unreadable_dirs))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_unreadable_directories_are_reported(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "src", {"locked/a.jpg": blob(1), "open/b.jpg": blob(2),
+                                         "open/sub/c.jpg": blob(3)})
+    os.chmod(root / "locked", 0)
+    os.chmod(root / "open" / "sub", 0)
+    try:
+        proc = subprocess.run([sys.executable, "-c", _SCAN_WITHOUT_DAC, str(root)],
+                              env={**os.environ, "PACKER_TEST_PROBE": str(root / "locked" / "a.jpg")},
+                              capture_output=True, text=True, timeout=50, check=False)
+    finally:
+        os.chmod(root / "locked", 0o755)
+        os.chmod(root / "open" / "sub", 0o755)
+    if proc.stdout.startswith("SKIP"):
+        pytest.skip(f"cannot make file modes bind in a child: {proc.stdout.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("ERROR ") and "'locked'" in lines[0]
+    assert "permission denied on 'locked'" in lines[0]
+    assert lines[1:] == ["ITEMS ['open/b.jpg']", "UNREADABLE ['locked', 'open/sub']"]

@@ -4,17 +4,34 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packer.errors import (DatasetError, IncompleteDatasetError, ManifestError, NotADatasetError,
-                           PackerError)
-from packer.manifest import (FORMAT_VERSION, IN_PROGRESS_NAME, MANIFEST_NAME, FileEntry,
-                             Manifest, ScanInfo, ShardEntry, SkippedFile)
+from packer.errors import (
+    DatasetError,
+    IncompleteDatasetError,
+    ManifestError,
+    NotADatasetError,
+    PackerError,
+)
+from packer.manifest import (
+    FORMAT_VERSION,
+    IN_PROGRESS_NAME,
+    MANIFEST_NAME,
+    FileEntry,
+    Manifest,
+    ScanInfo,
+    ShardEntry,
+    SkippedFile,
+)
+from packer.sample_index import INDEX_FILES, SampleIndex, write_sample_index
 
 texts = st.text(max_size=20)
 counts = st.integers(0, 2**40)
@@ -47,6 +64,7 @@ manifests = st.builds(
 )
 
 
+@settings(deadline=None)
 @given(manifests)
 def test_json_round_trip(manifest: Manifest) -> None:
     text = manifest.to_json()
@@ -230,3 +248,25 @@ def test_optional_fields_may_be_absent() -> None:
     manifest = Manifest.from_json(json.dumps(data))
     assert manifest.extra == {}
     assert manifest.scan.ignored_hidden == () and manifest.scan.root_files == 0
+
+
+# ----------------------------------------------------------------------------- the sample index
+
+relpaths = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1,
+                   max_size=12) | st.binary(min_size=1, max_size=12).map(
+    lambda b: b.replace(b"\x00", b"_").decode("utf-8", "surrogateescape"))
+
+
+@settings(deadline=None, max_examples=50)
+@given(st.lists(st.tuples(relpaths, st.integers(0, 2**40)), max_size=30))
+def test_sample_index_round_trip(samples: list[tuple[str, int]]) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        entries = write_sample_index(root, [p for p, _ in samples], [t for _, t in samples])
+        assert {e.path for e in entries.values()} == set(INDEX_FILES.values())
+        for entry in entries.values():
+            assert os.path.getsize(os.path.join(root, entry.path)) == entry.num_bytes
+        index = pickle.loads(pickle.dumps(SampleIndex(root, len(samples))))
+        assert [index.path(i) for i in range(len(samples))] == [p for p, _ in samples]
+        assert index.targets.dtype == np.int64
+        assert index.targets.tolist() == [t for _, t in samples]
+        assert len(pickle.dumps(index)) < 512

@@ -13,8 +13,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from imagetools import (PixelDigest, ToTensor, digest_collate, pid_digest_collate, png_bytes, sha,
-                        tensor_collate, write_tree)
+from imagetools import (
+    PixelDigest,
+    ToTensor,
+    digest_collate,
+    pid_digest_collate,
+    png_bytes,
+    sha,
+    tensor_collate,
+    write_tree,
+)
 from torch.utils.data import DataLoader, DistributedSampler
 
 from packer import convert, open_dataset

@@ -19,6 +19,7 @@ in DataLoader workers; a blob that another tool re-chunked or compressed is read
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 
@@ -31,6 +32,12 @@ from packer.errors import ShardError
 __all__ = ["BACKEND", "HDF5ShardReader", "HDF5ShardWriter"]
 
 FORMAT_ATTRIBUTE = "packer_format_version"
+
+_COPY_BLOCK = 8 << 20
+#: errno values meaning "copy_file_range is not available here" (old kernels, some network
+#: and FUSE filesystems, seccomp sandboxes).
+_NO_COPY_FILE_RANGE = frozenset({errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP,
+                                 errno.ENOTSUP, errno.EPERM, errno.EBADF})
 
 
 class HDF5ShardWriter(ShardWriter):
@@ -91,11 +98,30 @@ class HDF5ShardWriter(ShardWriter):
         with open(self._spill_path, "rb") as src, open(self.path, "rb+") as dst:
             copied = 0
             while copied < total:
-                done = os.copy_file_range(src.fileno(), dst.fileno(), total - copied,
-                                          copied, blob_offset + copied)
+                try:
+                    done = os.copy_file_range(src.fileno(), dst.fileno(), total - copied,
+                                              copied, blob_offset + copied)
+                except OSError as err:
+                    if err.errno not in _NO_COPY_FILE_RANGE:
+                        raise
+                    # The kernel, the filesystem or a sandbox refuses copy_file_range: copy
+                    # through user space instead, from where it stopped.
+                    self._copy_by_reading(src.fileno(), dst.fileno(), blob_offset, copied, total)
+                    return
                 if done == 0:
                     raise ShardError(f"Payload side file of {self.path!r} ended early")
                 copied += done
+
+    def _copy_by_reading(self, src: int, dst: int, blob_offset: int, copied: int,
+                         total: int) -> None:
+        while copied < total:
+            block = os.pread(src, min(_COPY_BLOCK, total - copied), copied)
+            if not block:
+                raise ShardError(f"Payload side file of {self.path!r} ended early")
+            written = 0
+            while written < len(block):
+                written += os.pwrite(dst, block[written:], blob_offset + copied + written)
+            copied += len(block)
 
     def abort(self) -> None:
         """Close and delete the side file and any partial shard."""
