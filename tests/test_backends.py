@@ -8,7 +8,9 @@ import os
 import pickle
 import random
 import tempfile
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import h5py
@@ -170,6 +172,35 @@ def test_reader_works_in_a_forked_child_after_the_parent_read(shard: Path, backe
     assert child.exitcode == 0
     assert result == [sha(p) for p in PAYLOADS] + [sha(PAYLOADS[2] + PAYLOADS[0] + PAYLOADS[2])]
     assert reader.read(len(PAYLOADS) - 1) == b"last"  # and the parent still reads
+
+
+def _shard_fds(path: Path) -> int:
+    fds = os.listdir("/proc/self/fd")
+    return sum(1 for fd in fds if os.path.realpath(f"/proc/self/fd/{fd}") == str(path))
+
+
+def test_threads_racing_to_the_first_read_open_the_file_once(
+        shard: Path, backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = backend.reader(str(shard), len(PAYLOADS))
+    real_open = backend.reader._open
+    opened: list[int] = []
+    second_caller = threading.Event()
+
+    def observed_open(self: ShardReader) -> None:
+        opened.append(threading.get_ident())
+        if len(opened) == 1:
+            second_caller.wait(0.5)  # a window in which a racing thread could open it too
+        else:
+            second_caller.set()
+        real_open(self)
+
+    monkeypatch.setattr(backend.reader, "_open", observed_open)
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(reader.read, [2, 3])) == PAYLOADS[2:4]
+    assert len(opened) == 1
+    assert _shard_fds(shard) == 1
+    reader.close()
+    assert _shard_fds(shard) == 0  # nothing leaked
 
 
 def test_capacity_far_too_small_still_gives_a_correct_shard(tmp_path: Path,

@@ -67,14 +67,26 @@ _OPEN_READERS: weakref.WeakSet[ShardReader] = weakref.WeakSet()
 _OPEN_READERS_LOCK = threading.RLock()
 
 
+#: Serialises opening: threads racing to a reader's first read must open its file once (two
+#: opens leaked a handle each time), and a fork waits for an open in progress to finish.
+_OPEN_LOCK = threading.Lock()
+
+
 def _close_readers_before_fork() -> None:
+    _OPEN_LOCK.acquire()  # released in both processes right after the fork
     with _OPEN_READERS_LOCK:
         readers = list(_OPEN_READERS)
     for reader in readers:
         reader.close()
 
 
-os.register_at_fork(before=_close_readers_before_fork)
+def _release_open_lock_after_fork() -> None:
+    _OPEN_LOCK.release()
+
+
+os.register_at_fork(before=_close_readers_before_fork,
+                    after_in_parent=_release_open_lock_after_fork,
+                    after_in_child=_release_open_lock_after_fork)
 
 
 class ShardReader(ABC):
@@ -90,7 +102,11 @@ class ShardReader(ABC):
 
     def _ensure_open(self) -> None:
         pid = os.getpid()
-        if self._pid != pid:
+        if self._pid == pid:
+            return
+        with _OPEN_LOCK:
+            if self._pid == pid:  # another thread opened it while this one waited
+                return
             if self._pid is not None:
                 self._close()  # inherited from the parent: closing it in the child is safe
             self._open()
