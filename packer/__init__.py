@@ -11,17 +11,27 @@ from typing import TYPE_CHECKING, Any
 from packer.backends import backend_names, get_backend
 from packer.codecs import codec_names
 from packer.convert import ConversionResult, convert
-from packer.errors import (BadImageError, DatasetError, EmptySourceError, IncompleteDatasetError,
-                           ManifestError, NotADatasetError, OutputError, OutputExistsError,
-                           PackerError, ShardError, SourceError, SourceNotFoundError,
-                           UnknownNameError)
+from packer.errors import (
+    BadImageError,
+    DatasetError,
+    EmptySourceError,
+    IncompleteDatasetError,
+    ManifestError,
+    NotADatasetError,
+    OutputError,
+    OutputExistsError,
+    PackerError,
+    ShardError,
+    SourceError,
+    SourceNotFoundError,
+    UnknownNameError,
+)
 from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
 from packer.manifest import Manifest
 from packer.sizes import parse_size
 
 if TYPE_CHECKING:
-    from packer.datasets import (HDF5ImageDataset, LMDBImageDataset, PackedImageDataset,
-                                 open_dataset)
+    from packer.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
     from packer.folder import ImageFolderDataset
 
 __all__ = [

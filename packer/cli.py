@@ -22,7 +22,7 @@ from packer.sizes import format_size, parse_size
 __all__ = ["cli", "main"]
 
 
-class _SizeType(click.ParamType):
+class _SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in click>=8.2
     """A byte size such as ``512MB`` or ``1GiB``."""
 
     name = "size"

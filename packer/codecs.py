@@ -151,9 +151,9 @@ class OriginalCodec:
 
     def decode(self, data: bytes) -> Image.Image:
         """``Image.open(...).convert("RGB")``, with no pixel limit (conversion vetted it)."""
-        with _pixel_limit_lifted():
-            with Image.open(io.BytesIO(data)) as image:
-                return image.convert("RGB")
+        with _pixel_limit_lifted(), Image.open(io.BytesIO(data)) as image:
+            rgb: Image.Image = image.convert("RGB")
+        return rgb
 
     def params(self) -> dict[str, Any]:
         """The original codec has no parameters; the EXIF choice is recorded for clarity."""

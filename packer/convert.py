@@ -22,8 +22,12 @@ from tqdm import tqdm
 
 from packer.backends import get_backend
 from packer.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, Codec, get_codec
-from packer.destination import (check_destination, clear_destination, finish_destination,
-                                start_destination)
+from packer.destination import (
+    check_destination,
+    clear_destination,
+    finish_destination,
+    start_destination,
+)
 from packer.durable import fsync_dir, sha256_file
 from packer.errors import BadImageError, SourceError
 from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, scan_imagefolder

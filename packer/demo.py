@@ -214,9 +214,9 @@ def run_demo(directory: str | None = None, *, workers: int = 2, per_class: int =
 
 
 def _count_mismatches(reference: Sequence[Any], got: Sequence[Any]) -> int:
-    if len(reference) != len(got):
-        return abs(len(reference) - len(got)) + sum(1 for a, b in zip(reference, got) if a != b)
-    return sum(1 for a, b in zip(reference, got, strict=True) if a != b)
+    common = min(len(reference), len(got))
+    differing = sum(1 for i in range(common) if reference[i] != got[i])
+    return differing + abs(len(reference) - len(got))
 
 
 def _file_bytes(path: str) -> bytes:

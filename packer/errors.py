@@ -6,7 +6,7 @@
     ├── SourceError                      the input tree cannot be used
     │   ├── SourceNotFoundError          SRC does not exist or is no directory (+FileNotFoundError)
     │   ├── EmptySourceError             no class folders, or a class without images (+FileNotFoundError)
-    │   └── BadImageError                one file could not be packed (under ``strict``); has ``path``, ``reason``
+    │   └── BadImageError                a file could not be packed (``strict``); ``path``, ``reason``
     ├── OutputError                      DST cannot be written as asked
     │   └── OutputExistsError            DST is not empty and ``overwrite`` is off (+FileExistsError)
     ├── UnknownNameError                 unknown backend or codec; lists the choices (+LookupError)

@@ -191,7 +191,7 @@ def scan_imagefolder(
         def keep(path: str) -> bool:
             return path.lower().endswith(lowered)
     else:
-        keep = is_valid_file
+        keep = is_valid_file  # type: ignore[assignment]  # same signature, a callable
 
     hidden: list[str] = []
     loops: list[str] = []

@@ -89,7 +89,9 @@ def format_info(info: dict[str, Any]) -> str:
         if index == _MAX_LISTED and len(info["shards"]) > _MAX_LISTED + 1:
             lines.append(f"  ... and {len(info['shards']) - _MAX_LISTED} more shards")
             break
-        lines.append(f"  {shard['path']}  samples {shard['first']}..{shard['first'] + shard['num_samples'] - 1}"
+        last = shard["first"] + shard["num_samples"] - 1
+        span = f"{shard['first']}..{last}" if shard["num_samples"] else "none (every file skipped)"
+        lines.append(f"  {shard['path']}  samples {span}"
                      f"  ({shard['num_samples']}), {format_size(shard['num_bytes'])}, "
                      f"sha256 {shard['sha256'][:16]}")
     reasons = Counter(s["reason"] for s in info["skipped"])

@@ -73,7 +73,8 @@ class SampleIndex:
             if os.path.getsize(path) == 0:
                 return np.zeros(0, dtype=np.uint8)
             return np.memmap(path, dtype=np.uint8, mode="r")
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        array: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
+        return array
 
     @property
     def targets(self) -> np.ndarray:

@@ -9,7 +9,7 @@ from typing import Any
 
 from packer.backends import ShardReader, get_backend
 from packer.errors import ShardError
-from packer.manifest import Manifest
+from packer.manifest import FileEntry, Manifest, ShardEntry
 
 __all__ = ["ShardSet"]
 
@@ -39,7 +39,8 @@ class ShardSet:
 
     def _check_files(self) -> None:
         problems = []
-        entries = [*self.manifest.shards, *self.manifest.sample_index.values()]
+        entries: list[ShardEntry | FileEntry] = [*self.manifest.shards,
+                                                 *self.manifest.sample_index.values()]
         for entry in entries:
             path = os.path.join(self.root, entry.path)
             try:
@@ -48,7 +49,8 @@ class ShardSet:
                 problems.append(f"{entry.path} is missing")
                 continue
             if size != entry.num_bytes:
-                problems.append(f"{entry.path} has {size} bytes, the manifest says {entry.num_bytes}")
+                problems.append(f"{entry.path} has {size} bytes, the manifest says "
+                                f"{entry.num_bytes}")
         if problems:
             raise ShardError(f"Dataset {self.root!r} is damaged: {'; '.join(problems)}. Restore "
                              "the files or convert again with --overwrite.")

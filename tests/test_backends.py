@@ -280,7 +280,7 @@ def test_hdf5_layout_is_readable_with_plain_h5py(tmp_path: Path) -> None:
         assert offsets.dtype == np.int64
         assert list(offsets[:]) == [0, 4, 4, 3004]
         data = blob[:].tobytes()
-    assert [data[a:b] for a, b in zip([0, 4, 4], [4, 4, 3004])] == payloads
+    assert [data[a:b] for a, b in zip([0, 4, 4], [4, 4, 3004], strict=True)] == payloads
 
 
 def test_hdf5_reader_handles_a_rechunked_compressed_blob(tmp_path: Path) -> None:

@@ -173,7 +173,8 @@ def test_console_script_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "demo OK" in result.stdout
     for name in backend_names():
-        assert f"{name}: 300 samples, pixels identical to the folder, stored bytes byte-exact" in result.stdout
+        expected = f"{name}: 300 samples, pixels identical to the folder, stored bytes byte-exact"
+        assert expected in result.stdout
     again = subprocess.run(["packer", "info", str(tmp_path / "demo" / "lmdb")], capture_output=True,
                            text=True, check=False)
     assert again.returncode == 0 and "samples 300 in 4 classes" in again.stdout

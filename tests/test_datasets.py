@@ -315,7 +315,7 @@ def test_overlapping_decodes_leave_pillow_s_limit_as_it_was() -> None:
     assert Image.MAX_IMAGE_PIXELS is None
     first.__exit__(None, None, None)
     second.__exit__(None, None, None)
-    assert Image.MAX_IMAGE_PIXELS == original
+    assert original == Image.MAX_IMAGE_PIXELS
 
 
 def test_threads_decoding_at_once(packed: Path) -> None:
@@ -329,4 +329,4 @@ def test_threads_decoding_at_once(packed: Path) -> None:
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda i: ds[i % len(ds)], range(20 * len(ds))))
     assert got == expected * 20
-    assert Image.MAX_IMAGE_PIXELS == original
+    assert original == Image.MAX_IMAGE_PIXELS
