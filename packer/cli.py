@@ -78,21 +78,35 @@ def cli(verbose: int) -> None:
 @click.option("--max-pixels", type=click.IntRange(min=1), default=DEFAULT_MAX_PIXELS,
               show_default=True, help="Skip images with more pixels as decompression_bomb.")
 @click.option("--strict", is_flag=True, help="Stop at the first bad file (exit 1) instead of skipping it.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing packer dataset at DST.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace an existing packer dataset or interrupted conversion at DST.")
+@click.option("--resume", is_flag=True,
+              help="Finish an interrupted conversion, keeping its finished shards.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes writing shards [default: the usable CPUs].")
+@click.option("--dry-run", is_flag=True,
+              help="Print the class map, counts, extensions, size estimate and shard plan; write nothing.")
 @click.option("--include-hidden", is_flag=True,
               help="Pack files and folders whose names start with '.' (ImageFolder does).")
 @click.option("--allow-empty", is_flag=True, help="Accept class folders without images.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 def convert(src: str, dst: str, backend: str, shard_size: int, codec: str, check: str,
-            max_pixels: int, strict: bool, overwrite: bool, include_hidden: bool,
-            allow_empty: bool, quiet: bool) -> None:
+            max_pixels: int, strict: bool, overwrite: bool, resume: bool, workers: int | None,
+            dry_run: bool, include_hidden: bool, allow_empty: bool, quiet: bool) -> None:
     """Convert the ImageFolder tree SRC (SRC/<class>/<image>) into a packed dataset at DST."""
     from packer.convert import convert as run_convert
     from packer.report import format_conversion
 
+    if dry_run:
+        from packer.dryrun import format_plan, plan_conversion
+
+        plan = plan_conversion(src, to=backend, shard_size=shard_size, codec=codec,
+                               include_hidden=include_hidden, allow_empty=allow_empty)
+        click.echo(format_plan(plan))
+        return
     result = run_convert(src, dst, to=backend, shard_size=shard_size, codec=codec, check=check,
-                         max_pixels=max_pixels, strict=strict, overwrite=overwrite,
-                         include_hidden=include_hidden, allow_empty=allow_empty,
+                         max_pixels=max_pixels, strict=strict, overwrite=overwrite, resume=resume,
+                         workers=workers, include_hidden=include_hidden, allow_empty=allow_empty,
                          progress=not quiet)
     if not quiet:
         click.echo(format_conversion(result))

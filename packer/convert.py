@@ -1,10 +1,12 @@
-"""Convert an ImageFolder tree into a packed dataset: scan, plan, write shards, commit.
+"""Convert an ImageFolder tree into a packed dataset: scan, plan, write shards in parallel, commit.
 
 The order of events is the crash-safety contract: DST is checked (nothing touched), SRC is
-scanned and planned, DST is marked "in progress", each shard is written under ``DST/.tmp``,
-fsynced, hashed and renamed into place, the sample index is written, and ``index.json`` is
-written last, atomically. A run killed at any instant leaves a DST that readers reject as
-incomplete. Every file with an image name is packed or listed in ``skipped`` with a reason.
+scanned and planned, DST is marked "in progress" with the plan's fingerprint, worker processes
+write whole shards (each under ``DST/.tmp``, fsynced, hashed, renamed into place, then given a
+receipt), the sample index is written, and ``index.json`` is written last, atomically. A run
+killed at any instant leaves a DST that readers reject as incomplete and that ``resume``
+finishes, keeping every finished shard. Every file with an image name is packed or listed in
+``skipped`` with a reason. The output does not depend on the number of workers.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
@@ -21,23 +23,25 @@ from typing import Any
 from tqdm import tqdm
 
 from packer.backends import get_backend
-from packer.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, Codec, get_codec
+from packer.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, get_codec
 from packer.destination import (
     check_destination,
     clear_destination,
     finish_destination,
+    read_marker,
     start_destination,
 )
-from packer.durable import fsync_dir, sha256_file
-from packer.errors import BadImageError, SourceError
+from packer.errors import OutputError
 from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, scan_imagefolder
-from packer.manifest import Manifest, ScanInfo, ShardEntry, SkippedFile
-from packer.planning import ShardPlan, plan_shards
+from packer.manifest import Manifest, ScanInfo, ShardEntry
+from packer.planning import plan_shards
+from packer.resume import check_resumable, keep_finished_shards, plan_fingerprint
 from packer.sample_index import write_sample_index
+from packer.shardwork import ShardResult, ShardTask, shard_fingerprint
 from packer.sizes import parse_size
-from packer.sourcefile import UnpackableFile, read_source
+from packer.workers import run_shard_tasks
 
-__all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "convert", "shard_name"]
+__all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "convert", "default_workers", "shard_name"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,8 @@ class ConversionResult:
     found: int
     seconds: float
     bytes_in: int
+    resumed_shards: int = 0
+    already_complete: bool = False
 
     @property
     def images_per_second(self) -> float:
@@ -65,61 +71,38 @@ def shard_name(index: int, suffix: str) -> str:
     return f"shard-{index:05d}{suffix}"
 
 
-@dataclass
-class _Progress:
-    """What the shard writer accumulates across shards."""
-
-    relpaths: list[str]
-    targets: list[int]
-    skipped: list[SkippedFile]
-    bytes_in: int = 0
-
-
-def _pack_one(index: FolderIndex, position: int, codec: Codec, *, check: str, max_pixels: int,
-              strict: bool, state: _Progress) -> bytes | None:
-    """Read and encode one source file; on a bad file record it (or raise under strict)."""
-    item = index.items[position]
-    path = index.path_of(item)
+def default_workers() -> int:
+    """The CPUs this process may use (affinity and cgroup-pinned sets respected)."""
     try:
-        data = read_source(path)
-        payload = codec.encode(data, check=check, max_pixels=max_pixels)
-    except UnpackableFile as bad:
-        if strict:
-            raise BadImageError(f"{path!r} cannot be packed: {bad.reason} ({bad.detail}). Fix or "
-                                "remove the file, or convert without --strict to skip and list it.",
-                                path=item.relpath, reason=bad.reason) from None
-        log.info("skipping %s: %s", item.relpath, bad)
-        state.skipped.append(SkippedFile(item.relpath, bad.reason, bad.detail))
-        return None
-    except OSError as err:
-        raise SourceError(f"Reading {path!r} failed: {err}. Fix the storage or the file and "
-                          "convert again.") from err
-    state.bytes_in += len(data)
-    state.relpaths.append(item.relpath)
-    state.targets.append(item.label)
-    return payload
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
 
 
-def _write_shard(plan: ShardPlan, index: FolderIndex, codec: Codec, *, backend_name: str,
-                 dst: str, staging: str, check: str, max_pixels: int, strict: bool,
-                 state: _Progress, bar: tqdm) -> ShardEntry:
-    """Write one planned shard under ``staging``, then fsync, hash and rename it into ``dst``."""
-    backend = get_backend(backend_name)
-    name = shard_name(plan.index, backend.suffix)
-    tmp_path = os.path.join(staging, name)
-    first = len(state.relpaths)
-    with backend.writer(tmp_path, capacity=max(plan.planned_bytes, 1)) as writer:
-        for position in range(plan.start, plan.stop):
-            payload = _pack_one(index, position, codec, check=check, max_pixels=max_pixels,
-                                strict=strict, state=state)
-            if payload is not None:
-                writer.write(payload)
-            bar.update(1)
-    checksum = sha256_file(tmp_path)
-    size = os.path.getsize(tmp_path)
-    os.replace(tmp_path, os.path.join(dst, name))
-    fsync_dir(dst)
-    return ShardEntry(name, first, len(state.relpaths) - first, size, checksum)
+class _Bar:
+    """One progress bar for the run: it ends at the number of samples packed."""
+
+    def __init__(self, total: int, *, enabled: bool, desc: str) -> None:
+        self._bar = tqdm(total=total, unit="img", disable=None if enabled else True, desc=desc,
+                         dynamic_ncols=True)
+
+    def kept(self, result: ShardResult) -> None:
+        self._bar.total -= len(result.skipped)
+        self._bar.update(len(result.relpaths))
+
+    def event(self, kind: str, detail: str) -> None:
+        if kind == "packed":
+            self._bar.update(1)
+        elif kind == "skipped":
+            self._bar.total -= 1
+            self._bar.refresh()
+        elif kind == "retry":  # a shard is redone: take back what it had counted
+            packed, skipped = (int(x) for x in detail.split())
+            self._bar.total += skipped
+            self._bar.update(-packed)
+
+    def close(self) -> None:
+        self._bar.close()
 
 
 def convert(
@@ -133,6 +116,8 @@ def convert(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     strict: bool = False,
     overwrite: bool = False,
+    resume: bool = False,
+    workers: int | None = None,
     include_hidden: bool = False,
     allow_empty: bool = False,
     is_valid_file: Callable[[str], bool] | None = None,
@@ -150,7 +135,12 @@ def convert(
             trusts the files.
         max_pixels: Images with more pixels are skipped as ``decompression_bomb``.
         strict: Stop at the first file that cannot be packed instead of skipping it.
-        overwrite: Replace an existing packer dataset at ``dst``.
+        overwrite: Replace an existing packer dataset or interrupted conversion at ``dst``.
+        resume: Finish an interrupted conversion of the same source with the same options,
+            keeping its finished shards; on a complete one, do nothing; on an empty ``dst``,
+            simply start.
+        workers: Worker processes writing shards (default: the CPUs this process may use).
+            The output is byte-identical whatever the number.
         include_hidden: Pack names starting with ``.`` too (ImageFolder does; packer does not).
         allow_empty: Accept class folders without images, as ImageFolder's ``allow_empty``.
         is_valid_file: Replaces the extension check; receives each file's full path.
@@ -159,8 +149,12 @@ def convert(
     Raises:
         SourceError: SRC is missing, has no classes, has an empty class, or (``strict``) holds
             a bad file (:class:`BadImageError`).
-        OutputExistsError: DST is not empty and ``overwrite`` is off.
-        OutputError: DST cannot be used (a file, inside SRC, or a foreign directory).
+        OutputExistsError: DST is not empty and neither ``overwrite`` nor ``resume`` applies.
+        ResumeError: ``resume`` over a run of another source tree or other options.
+        OutputError: DST cannot be used (a file, inside SRC, a foreign directory, read-only,
+            disk full).
+        ConversionError: a worker was killed (out of memory?) or failed;
+            :class:`ConversionInterrupted` on Ctrl-C. Finished shards stay for ``resume``.
         UnknownNameError: ``to`` or ``codec`` is not registered.
     """
     started = time.perf_counter()
@@ -170,52 +164,109 @@ def convert(
         raise ValueError(f"check must be one of {', '.join(CHECK_LEVELS)}, not {check!r}")
     if max_pixels <= 0:
         raise ValueError(f"max_pixels must be positive, not {max_pixels}")
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
     planned_size = parse_size(shard_size)
     src_path, dst_path = os.path.abspath(os.fspath(src)), os.path.abspath(os.fspath(dst))
-    check_destination(dst_path, src_path, overwrite=overwrite)
+    state = check_destination(dst_path, src_path, overwrite=overwrite, resume=resume)
     index = scan_imagefolder(src_path, is_valid_file=is_valid_file, allow_empty=allow_empty,
                              include_hidden=include_hidden)
+    options: dict[str, Any] = {
+        "backend": backend.name, "codec": chosen_codec.name, "codec_params": chosen_codec.params(),
+        "check": check, "max_pixels": max_pixels, "shard_size": planned_size,
+        "include_hidden": include_hidden, "allow_empty": allow_empty,
+        "filter": "is_valid_file" if is_valid_file is not None else "extensions",
+    }
+    fingerprint = plan_fingerprint(src_path, options, index)
+    if resume and state == "complete":
+        return _already_complete(dst_path, fingerprint, len(index.items), started)
+    if resume and state == "partial":
+        check_resumable(dst_path, read_marker(dst_path), fingerprint, src_path, options,
+                        len(index.items))
     plans = plan_shards([item.size for item in index.items], planned_size)
-    if os.path.isdir(dst_path) and os.listdir(dst_path):
-        clear_destination(dst_path)
-    options: dict[str, Any] = {"backend": backend.name, "codec": chosen_codec.name,
-                               "check": check, "max_pixels": max_pixels, "shard_size": planned_size}
-    staging = start_destination(dst_path, {"source": src_path, "options": options,
-                                           "items": len(index.items), "shards": len(plans)})
-    state = _Progress([], [], [])
-    shards: list[ShardEntry] = []
-    with tqdm(total=len(index.items), unit="img", disable=None if progress else True,
-              desc=f"packing {os.path.basename(src_path) or src_path}", dynamic_ncols=True) as bar:
-        for plan in plans:
-            shards.append(_write_shard(plan, index, chosen_codec, backend_name=backend.name,
-                                       dst=dst_path, staging=staging, check=check,
-                                       max_pixels=max_pixels, strict=strict, state=state, bar=bar))
-    sample_files = write_sample_index(dst_path, state.relpaths, state.targets)
-    counts = [0] * len(index.classes)
-    for target in state.targets:
-        counts[target] += 1
-    manifest = Manifest(
-        backend=backend.name,
-        codec=chosen_codec.name,
-        codec_params=chosen_codec.params(),
-        check=check,
-        max_pixels=max_pixels,
-        classes=index.classes,
-        class_counts=tuple(counts),
-        shards=tuple(shards),
-        sample_index=sample_files,
-        skipped=tuple(state.skipped),
-        scan=_scan_info(index, is_valid_file),
-        source=src_path,
-        created_by=f"packer {_packer_version()}",
-        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        extra={"shard_size": planned_size},
-    )
-    manifest.save(dst_path)
+    names = [shard_name(plan.index, backend.suffix) for plan in plans]
+    items = [tuple((it.relpath, it.label, it.size) for it in index.items[p.start:p.stop]) for p in plans]
+    fingerprints = [shard_fingerprint(p.index, options, items[p.index]) for p in plans]
+    try:
+        if state in ("complete", "partial") and not resume:
+            clear_destination(dst_path)
+        staging = start_destination(dst_path, {"source": src_path, "options": options,
+                                               "fingerprint": fingerprint,
+                                               "items": len(index.items), "shards": len(plans)})
+        kept = keep_finished_shards(dst_path, names, fingerprints) if resume else {}
+    except OSError as err:
+        raise OutputError(f"Cannot write to {dst_path!r}: {err.strerror or err}. Choose a writable "
+                          "destination, or fix its permissions and run again.") from err
+    tasks = [ShardTask(p.index, names[p.index], src_path, dst_path, staging, backend.name,
+                       chosen_codec.name, check, max_pixels, strict, p.planned_bytes,
+                       items[p.index], fingerprints[p.index])
+             for p in plans if p.index not in kept]
+    results: dict[int, ShardResult] = dict(kept)
+    bar = _Bar(len(index.items), enabled=progress,
+               desc=f"packing {os.path.basename(src_path) or src_path}")
+    try:
+        for result in kept.values():
+            bar.kept(result)
+        run_shard_tasks(tasks, workers=workers or default_workers(), on_event=bar.event,
+                        on_result=lambda r: results.__setitem__(_index_of(r, names), r))
+    finally:
+        bar.close()
+    manifest = _write_manifest(dst_path, src_path, index, [results[i] for i in range(len(plans))],
+                               options, fingerprint, is_valid_file)
     finish_destination(dst_path)
     seconds = time.perf_counter() - started
     log.info("packed %d samples into %s in %.1f s", manifest.num_samples, dst_path, seconds)
-    return ConversionResult(dst_path, manifest, len(index.items), seconds, state.bytes_in)
+    bytes_in = sum(r.bytes_in for i, r in results.items() if i not in kept)
+    return ConversionResult(dst_path, manifest, len(index.items), seconds, bytes_in,
+                            resumed_shards=len(kept))
+
+
+def _index_of(result: ShardResult, names: list[str]) -> int:
+    return names.index(result.entry.path)
+
+
+def _already_complete(dst: str, fingerprint: str, found: int, started: float) -> ConversionResult:
+    manifest = Manifest.load(dst)
+    if manifest.extra.get("plan_fingerprint") != fingerprint:
+        raise OutputError(f"{dst!r} is a complete dataset of another source tree or other options: "
+                          "nothing to resume. Choose a new directory, or --overwrite it.")
+    return ConversionResult(dst, manifest, found, time.perf_counter() - started, 0,
+                            resumed_shards=len(manifest.shards), already_complete=True)
+
+
+def _write_manifest(dst: str, src: str, index: FolderIndex, results: list[ShardResult],
+                    options: dict[str, Any], fingerprint: str,
+                    is_valid_file: Callable[[str], bool] | None) -> Manifest:
+    """Number the shards, write the sample index, then the manifest, last."""
+    shards: list[ShardEntry] = []
+    relpaths: list[str] = []
+    targets: list[int] = []
+    for result in results:
+        shards.append(replace(result.entry, first=len(relpaths)))
+        relpaths.extend(result.relpaths)
+        targets.extend(result.targets)
+    counts = [0] * len(index.classes)
+    for target in targets:
+        counts[target] += 1
+    manifest = Manifest(
+        backend=options["backend"],
+        codec=options["codec"],
+        codec_params=options["codec_params"],
+        check=options["check"],
+        max_pixels=options["max_pixels"],
+        classes=index.classes,
+        class_counts=tuple(counts),
+        shards=tuple(shards),
+        sample_index=write_sample_index(dst, relpaths, targets),
+        skipped=tuple(s for r in results for s in r.skipped),
+        scan=_scan_info(index, is_valid_file),
+        source=src,
+        created_by=f"packer {_packer_version()}",
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        extra={"shard_size": options["shard_size"], "plan_fingerprint": fingerprint},
+    )
+    manifest.save(dst)
+    return manifest
 
 
 def _scan_info(index: FolderIndex, is_valid_file: Callable[[str], bool] | None) -> ScanInfo:

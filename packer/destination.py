@@ -1,8 +1,9 @@
-"""Rules for the output directory DST: when it may be written, and how it is cleared.
+"""Rules for the output directory DST: when it may be written, resumed, or cleared.
 
-DST may be new, empty, or (with ``overwrite``) an earlier packer dataset or interrupted
-conversion. A non-empty directory that is not packer's own is never deleted, even with
-``overwrite``: packer refuses rather than guess what a stray ``--overwrite`` may destroy.
+DST may be new or empty; an interrupted conversion (its marker, no manifest) may be resumed
+(``resume``) or replaced (``overwrite``); a complete dataset may be replaced. A non-empty
+directory that is not packer's own is never deleted, even with ``overwrite``: packer refuses
+rather than guess what a stray ``--overwrite`` may destroy.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from packer.durable import atomic_write_bytes, fsync_dir
 from packer.errors import OutputError, OutputExistsError
 from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
 
-__all__ = ["TMP_DIR", "check_destination", "clear_destination", "finish_destination",
-           "start_destination"]
+__all__ = ["TMP_DIR", "check_destination", "clear_destination", "destination_state",
+           "finish_destination", "read_marker", "start_destination"]
 
 TMP_DIR = ".tmp"
+#: Where finished shards leave their receipts (kept by ``resume``); same name as in shardwork.
+RECEIPTS_DIR = ".receipts"
 
 
 _SNIFF_BYTES = 64 << 20
@@ -40,13 +43,39 @@ def _is_packer_output(dst: str) -> bool:
     return isinstance(data, dict) and data.get("format") == "packer"
 
 
-def check_destination(dst: str, src: str, *, overwrite: bool) -> None:
-    """Refuse a DST that must not be written; touch nothing.
+def destination_state(dst: str) -> str:
+    """``"empty"`` (absent or empty), ``"complete"``, ``"partial"`` (interrupted) or ``"foreign"``."""
+    if not os.path.lexists(dst) or (os.path.isdir(dst) and not os.listdir(dst)):
+        return "empty"
+    if not os.path.isdir(dst):
+        return "foreign"
+    if not _is_packer_output(dst):
+        return "foreign"
+    return "complete" if os.path.exists(os.path.join(dst, MANIFEST_NAME)) else "partial"
+
+
+def read_marker(dst: str) -> dict[str, object]:
+    """The plan an interrupted conversion recorded in its marker ({} if unreadable)."""
+    try:
+        with open(os.path.join(dst, IN_PROGRESS_NAME), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def check_destination(dst: str, src: str, *, overwrite: bool, resume: bool = False) -> str:
+    """Refuse a DST that must not be written; touch nothing; return :func:`destination_state`.
 
     Raises:
-        OutputExistsError: DST is not empty and ``overwrite`` is off.
-        OutputError: DST is a file, lies inside SRC, or is a foreign non-empty directory.
+        OutputExistsError: DST is not empty and neither ``overwrite`` nor (for an interrupted
+            conversion) ``resume`` allows writing it; the message names the flags.
+        OutputError: DST is a file, lies inside SRC (or SRC inside it), or is a foreign
+            non-empty directory; or both ``overwrite`` and ``resume`` were asked.
     """
+    if overwrite and resume:
+        raise OutputError("Choose --resume (finish an interrupted conversion) or --overwrite "
+                          "(start again), not both.")
     real_dst, real_src = os.path.realpath(dst), os.path.realpath(src)
     if real_dst == real_src or real_dst.startswith(real_src + os.sep):
         raise OutputError(f"Destination {dst!r} is inside the source {src!r}: it would become part "
@@ -54,19 +83,21 @@ def check_destination(dst: str, src: str, *, overwrite: bool) -> None:
     if real_src.startswith(real_dst.rstrip(os.sep) + os.sep):
         raise OutputError(f"The source {src!r} is inside the destination {dst!r}: writing there "
                           "could delete it. Choose a destination outside the source.")
-    if not os.path.lexists(dst):
-        return
-    if not os.path.isdir(dst):
+    if os.path.lexists(dst) and not os.path.isdir(dst):
         raise OutputError(f"Destination {dst!r} exists and is not a directory: choose another path.")
-    if not os.listdir(dst):
-        return
-    if not overwrite:
-        what = "a packer dataset" if _is_packer_output(dst) else "not empty"
-        raise OutputExistsError(f"Destination {dst!r} is {what}: choose a new directory, or pass "
-                                "--overwrite (overwrite=True) to replace it.")
-    if not _is_packer_output(dst):
-        raise OutputError(f"Destination {dst!r} is not empty and is not a packer dataset: packer "
-                          "will not delete it, even with --overwrite. Choose a new directory.")
+    state = destination_state(dst)
+    if state == "foreign":
+        if overwrite or resume:
+            raise OutputError(f"Destination {dst!r} is not empty and is not a packer dataset: packer "
+                              "will not delete or resume it. Choose a new directory.")
+        raise OutputExistsError(f"Destination {dst!r} is not empty: choose a new directory.")
+    if state == "partial" and not (overwrite or resume):
+        raise OutputExistsError(f"Destination {dst!r} holds an interrupted conversion: finish it "
+                                "with --resume, or start again with --overwrite.")
+    if state == "complete" and not (overwrite or resume):
+        raise OutputExistsError(f"Destination {dst!r} is a packer dataset: choose a new directory, "
+                                "or pass --overwrite (overwrite=True) to replace it.")
+    return state
 
 
 def clear_destination(dst: str) -> None:
@@ -94,7 +125,10 @@ def clear_destination(dst: str) -> None:
 
 
 def start_destination(dst: str, plan: dict[str, object]) -> str:
-    """Create DST, mark it as a conversion in progress, and return its staging directory."""
+    """Create DST, mark it as a conversion in progress, and return its (emptied) staging dir.
+
+    Shards already in DST stay: ``resume`` keeps those whose receipts match the plan.
+    """
     os.makedirs(dst, exist_ok=True)
     atomic_write_bytes(os.path.join(dst, IN_PROGRESS_NAME),
                        (json.dumps(plan, indent=2, sort_keys=True) + "\n").encode("utf-8"))
@@ -106,7 +140,8 @@ def start_destination(dst: str, plan: dict[str, object]) -> str:
 
 
 def finish_destination(dst: str) -> None:
-    """After the manifest is in place: drop the marker and the staging directory."""
+    """After the manifest is in place: drop the marker, the staging dir and the receipts."""
     os.unlink(os.path.join(dst, IN_PROGRESS_NAME))
     shutil.rmtree(os.path.join(dst, TMP_DIR), ignore_errors=True)
+    shutil.rmtree(os.path.join(dst, RECEIPTS_DIR), ignore_errors=True)
     fsync_dir(dst)

@@ -7,8 +7,11 @@
     │   ├── SourceNotFoundError          SRC does not exist or is no directory (+FileNotFoundError)
     │   ├── EmptySourceError             no class folders, or a class without images (+FileNotFoundError)
     │   └── BadImageError                a file could not be packed (``strict``); ``path``, ``reason``
-    ├── OutputError                      DST cannot be written as asked
-    │   └── OutputExistsError            DST is not empty and ``overwrite`` is off (+FileExistsError)
+    ├── OutputError                      DST cannot be written as asked (read-only, disk full, ...)
+    │   ├── OutputExistsError            DST is not empty, and neither resume nor overwrite (+FileExistsError)
+    │   └── ResumeError                  ``resume`` asked, but DST holds another source's or options' run
+    ├── ConversionError                  a conversion worker failed (killed, crashed, a bug)
+    │   └── ConversionInterrupted        Ctrl-C; finished shards are kept for ``--resume``
     ├── UnknownNameError                 unknown backend or codec; lists the choices (+LookupError)
     ├── DatasetError                     DST cannot be read as a packer dataset
     │   ├── NotADatasetError             no manifest and no sign of packer (+FileNotFoundError)
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 __all__ = [
     "BadImageError",
+    "ConversionError",
+    "ConversionInterrupted",
     "DatasetError",
     "EmptySourceError",
     "IncompleteDatasetError",
@@ -32,6 +37,7 @@ __all__ = [
     "OutputError",
     "OutputExistsError",
     "PackerError",
+    "ResumeError",
     "ShardError",
     "SourceError",
     "SourceNotFoundError",
@@ -77,6 +83,20 @@ class OutputExistsError(OutputError, FileExistsError):
     """DST exists and is not empty, and overwriting was not asked for."""
 
     exit_code = 3
+
+
+class ResumeError(OutputError):
+    """``resume`` was asked, but DST holds a run of another source tree or other options."""
+
+
+class ConversionError(PackerError):
+    """A conversion worker failed: killed (out of memory?), crashed, or hit a bug."""
+
+
+class ConversionInterrupted(ConversionError):
+    """The conversion was interrupted (Ctrl-C); the shards finished so far are kept."""
+
+    exit_code = 130
 
 
 class UnknownNameError(PackerError, LookupError):

@@ -43,6 +43,7 @@ from packer import (
     convert,
     open_dataset,
     scan_imagefolder,
+    workers,
 )
 from packer.backends import Backend
 from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, Manifest
@@ -260,7 +261,8 @@ def test_non_empty_dst_is_refused_and_untouched(standard_tree: Path, tmp_path: P
     with pytest.raises(OutputExistsError, match="not empty") as info:
         convert(standard_tree, dst, to=backend.name)
     assert isinstance(info.value, FileExistsError)
-    assert "--overwrite" in str(info.value)
+    # A foreign directory is never overwritten, so the message must not suggest --overwrite.
+    assert "choose a new directory" in str(info.value) and "--overwrite" not in str(info.value)
     assert tree_files(dst) == before
     assert sorted(os.listdir(dst)) == ["precious.txt", "sub"]
 
@@ -529,9 +531,10 @@ def test_interrupted_conversion_is_incomplete_and_can_be_redone(
         monkeypatch: pytest.MonkeyPatch) -> None:
     dst = tmp_path / "dst"
     with monkeypatch.context() as patch:
+        patch.setattr(workers, "START_METHOD", "fork")  # the patched writer reaches the worker
         _fail_after(patch, backend, 8)  # a few shards in: some are finished, one is half done
-        with pytest.raises(OSError, match="simulated"):
-            convert(standard_tree, dst, to=backend.name, shard_size=2000)
+        with pytest.raises(OutputError, match="disk is full.*simulated.*--resume"):
+            convert(standard_tree, dst, to=backend.name, shard_size=2000, workers=1)
     assert (dst / IN_PROGRESS_NAME).exists()
     assert (dst / f"shard-00000{backend.suffix}").exists()
     assert not (dst / MANIFEST_NAME).exists()
@@ -539,7 +542,7 @@ def test_interrupted_conversion_is_incomplete_and_can_be_redone(
         open_dataset(dst)
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
         Manifest.load(dst)
-    with pytest.raises(OutputExistsError, match="a packer dataset"):
+    with pytest.raises(OutputExistsError, match="interrupted conversion.*--resume.*--overwrite"):
         convert(standard_tree, dst, to=backend.name, shard_size=2000)
 
     redone = convert(standard_tree, dst, to=backend.name, shard_size=2000, overwrite=True)

@@ -137,6 +137,16 @@ class ShardReader(ABC):
         self._ensure_open()
         return self._read_many(indices)
 
+    def stored_count(self) -> int | None:
+        """How many records the file itself holds, or ``None`` where the backend cannot tell.
+
+        For verification: it is compared with ``num_samples``, which comes from the manifest.
+
+        Raises:
+            ShardError: the file is missing, damaged or unreadable.
+        """
+        return None
+
     def close(self) -> None:
         """Release the handle, if any; the reader stays usable and reopens on the next read."""
         if self._pid is not None:

@@ -167,6 +167,15 @@ class HDF5ShardReader(ShardReader):
         else:
             self._h5 = handle
 
+    def stored_count(self) -> int:
+        """Records in the file, from the length of ``/offsets``; opened on its own, so it
+        answers even where the count disagrees with the manifest (which :meth:`read` refuses)."""
+        try:
+            with h5py.File(self.path, "r", locking=False) as handle:
+                return int(handle["offsets"].shape[0]) - 1
+        except (OSError, KeyError) as err:
+            raise ShardError(f"Cannot read the offsets of HDF5 shard {self.path!r}: {err}") from err
+
     def _read_many(self, indices: Sequence[int]) -> list[bytes]:
         offsets = self._offsets
         if offsets is None:

@@ -181,6 +181,16 @@ class LMDBShardReader(ShardReader):
             raise ShardError(f"Reading LMDB shard {self.path!r} failed: {err}") from err
         return out
 
+    def stored_count(self) -> int:
+        """Records in the environment's database (``stat()["entries"]``)."""
+        self._ensure_open()
+        if self._env is None:
+            raise ShardError(f"LMDB shard {self.path!r} is not open")
+        try:
+            return int(self._env.stat()["entries"])
+        except lmdb.Error as err:
+            raise ShardError(f"Reading LMDB shard {self.path!r} failed: {err}") from err
+
     def _close(self) -> None:
         if self._env is not None:
             self._env = None

@@ -1,0 +1,253 @@
+"""Run shard tasks in worker processes, one shard per worker at a time.
+
+Each worker is a long-lived process fed one :class:`ShardTask` at a time over its own pipe, so
+the coordinator always knows which shard, and which file, every worker is on. That is what
+makes failures precise:
+
+* a worker that dies by a signal other than SIGKILL (a decoder segfault or abort) is blamed on
+  the file it was reading: that file is skipped as ``decode_error`` (or, under ``strict``,
+  named in the error) and the shard is redone without it by a fresh worker;
+* a worker killed by SIGKILL (the out-of-memory killer, an operator) ends the run with an error
+  naming the shard and file;
+* an error inside a worker (disk full, unreadable source, a bad file under ``strict``) ends the
+  run with that error; shards already renamed into DST stay for ``--resume``.
+
+Workers start with ``spawn`` (no inherited locks, threads or handles), die with the coordinator
+(``PR_SET_PDEATHSIG`` on Linux) and ignore SIGINT, which only the coordinator handles.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import multiprocessing
+import os
+import signal
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from packer.errors import (
+    BadImageError,
+    ConversionError,
+    ConversionInterrupted,
+    OutputError,
+    PackerError,
+    SourceError,
+)
+from packer.shardwork import ShardResult, ShardTask, write_shard
+
+__all__ = ["START_METHOD", "run_shard_tasks"]
+
+#: How worker processes start; tests switch to "fork" to inject faults by monkeypatching.
+START_METHOD = "spawn"
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: orphans exit when their pipe closes
+        pass
+
+
+def _worker_main(conn: Connection) -> None:
+    """Loop: receive a task, write the shard, send events and the result back."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        try:
+            result = write_shard(task, lambda event, relpath: conn.send((event, relpath)))
+        except BadImageError as err:
+            conn.send(("error", "bad_image", str(err), err.path, err.reason))
+        except PackerError as err:
+            conn.send(("error", type(err).__name__, str(err), "", ""))
+        except OSError as err:
+            conn.send(("error", "OSError", f"{err.strerror or err} [errno {err.errno}]",
+                       err.filename or "", errno.errorcode.get(err.errno or 0, "")))
+        except Exception:  # a bug: keep the traceback for the report
+            conn.send(("error", "bug", traceback.format_exc(), "", ""))
+        else:
+            conn.send(("result", result))
+
+
+@dataclass
+class _Slot:
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+    task: ShardTask | None = None
+    current: str = ""
+    packed: int = 0
+    skipped: int = 0
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _task_error(task: ShardTask, kind: str, message: str, path: str, reason: str) -> PackerError:
+    """Rebuild a worker's error in the coordinator, with the shard and the way to go on."""
+    where = f"{task.name} in {task.dst!r}"
+    if kind == "bad_image":
+        return BadImageError(message, path=path, reason=reason)
+    if kind == "SourceError":
+        return SourceError(message)
+    if kind in ("OSError", "ShardError"):
+        full = reason == "ENOSPC" or "No space left" in message
+        io_error = reason == "EIO" or "Input/output error" in message
+        cause = ("the disk is full" if full else
+                 "an I/O error (LMDB reports a full disk this way too)" if io_error else
+                 "the destination is read-only" if reason in ("EROFS", "EACCES", "EPERM") else
+                 "the shard could not be written")
+        return OutputError(f"Writing {where} failed: {cause}: {message.strip()}. Fix it, then run "
+                           "the same command with --resume.")
+    if kind == "bug":
+        return ConversionError(f"A conversion worker failed on {where} (a bug in packer; please "
+                               f"report it):\n{message}")
+    return ConversionError(f"{kind} while writing {where}: {message}")
+
+
+class _Pool:
+    """The coordinator's view of the workers; see the module docstring."""
+
+    def __init__(self, workers: int, on_event: Callable[[str, str], None]) -> None:
+        self._context: Any = multiprocessing.get_context(START_METHOD)
+        self._slots: list[_Slot] = []
+        self._on_event = on_event
+        for _ in range(workers):
+            self._slots.append(self._start())
+
+    def _start(self) -> _Slot:
+        parent, child = self._context.Pipe()
+        process = self._context.Process(target=_worker_main, args=(child,), daemon=True,
+                                        name="packer-convert-worker")
+        process.start()
+        child.close()
+        return _Slot(process, parent)
+
+    def run(self, tasks: Iterable[ShardTask], on_result: Callable[[ShardResult], None]) -> None:
+        pending = deque(tasks)
+        while pending or any(slot.task for slot in self._slots):
+            for slot in self._slots:
+                if slot.task is None and pending:
+                    slot.task, slot.current, slot.packed, slot.skipped = pending.popleft(), "", 0, 0
+                    slot.conn.send(slot.task)
+            waitables: list[Any] = [s.conn for s in self._slots] + [s.process.sentinel for s in self._slots]
+            ready = wait(waitables)
+            for index, slot in enumerate(list(self._slots)):
+                if slot.conn in ready or slot.process.sentinel in ready:
+                    self._drain(slot, on_result)
+                if slot.process.sentinel in ready or not slot.process.is_alive():
+                    retry = self._died(slot)
+                    self._slots[index] = self._start()
+                    if retry is not None:
+                        pending.appendleft(retry)
+
+    def _drain(self, slot: _Slot, on_result: Callable[[ShardResult], None]) -> None:
+        while slot.conn.poll():
+            try:
+                message = slot.conn.recv()
+            except (EOFError, OSError):
+                return
+            kind = message[0]
+            if kind == "result":
+                slot.task = None
+                on_result(message[1])
+            elif kind == "error":
+                if slot.task is None:
+                    raise ConversionError(f"worker error outside a task: {message[2]}")
+                raise _task_error(slot.task, *message[1:])
+            else:
+                if kind == "file":
+                    slot.current = message[1]
+                elif kind == "packed":
+                    slot.packed += 1
+                elif kind == "skipped":
+                    slot.skipped += 1
+                self._on_event(kind, message[1])
+
+    def _died(self, slot: _Slot) -> ShardTask | None:
+        """Handle a dead worker; return its task to redo, if the death was a decoder crash."""
+        slot.process.join()
+        code = slot.process.exitcode or 0
+        task = slot.task
+        if task is None:
+            if code == 0:
+                return None
+            raise ConversionError(f"A conversion worker exited with code {code} between tasks.")
+        where = f"{task.name} (file {slot.current!r})" if slot.current else task.name
+        if code == -signal.SIGKILL:
+            raise ConversionError(
+                f"A conversion worker was killed (SIGKILL, most likely the out-of-memory killer) "
+                f"while packing {where} into {task.dst!r}. Use fewer --workers or free memory, "
+                "then run the same command with --resume.")
+        if code >= 0 or not slot.current:
+            raise ConversionError(f"A conversion worker exited unexpectedly (code {code}) while "
+                                  f"packing {where}; run the same command with --resume.")
+        detail = f"the decoder crashed the worker process ({_signal_name(code)})"
+        if task.strict:
+            raise BadImageError(f"{os.path.join(task.src, slot.current)!r} cannot be packed: "
+                                f"decode_error ({detail}). Fix or remove the file, or convert "
+                                "without --strict to skip and list it.",
+                                path=slot.current, reason="decode_error")
+        self._on_event("retry", f"{slot.packed} {slot.skipped}")
+        return replace(task, crashed={**task.crashed, slot.current: detail})
+
+    def close(self, *, force: bool) -> None:
+        """Stop every worker: politely when done, at once after an error or Ctrl-C."""
+        for slot in self._slots:
+            if force:
+                slot.process.kill()
+            else:
+                try:
+                    slot.conn.send(None)
+                except OSError:
+                    slot.process.kill()
+        for slot in self._slots:
+            slot.process.join(timeout=10)
+            if slot.process.is_alive():
+                slot.process.kill()
+                slot.process.join()
+            slot.conn.close()
+
+
+def run_shard_tasks(tasks: list[ShardTask], *, workers: int,
+                    on_event: Callable[[str, str], None],
+                    on_result: Callable[[ShardResult], None]) -> None:
+    """Run ``tasks`` on up to ``workers`` processes; see the module docstring.
+
+    ``on_event(kind, detail)`` sees ``file``/``packed``/``skipped`` per source file and
+    ``retry`` (detail ``"<packed> <skipped>"`` already counted for the shard being redone);
+    ``on_result`` gets each finished shard, in completion order.
+
+    Raises:
+        ConversionInterrupted: Ctrl-C; workers are stopped at once.
+        ConversionError, OutputError, SourceError, BadImageError: see the module docstring.
+    """
+    if not tasks:
+        return
+    pool = _Pool(max(1, min(workers, len(tasks))), on_event)
+    try:
+        pool.run(tasks, on_result)
+    except KeyboardInterrupt:
+        pool.close(force=True)
+        raise ConversionInterrupted("Interrupted: the shards finished so far are kept. Run the same "
+                                    "command with --resume to finish.") from None
+    except BaseException:
+        pool.close(force=True)
+        raise
+    pool.close(force=False)

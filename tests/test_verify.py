@@ -1,0 +1,325 @@
+"""``verify_dataset``: checksums, deep reads and source comparison, over every backend."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from imagetools import image_bytes, write_tree
+
+import packer
+from packer.backends import Backend
+from packer.durable import sha256_file
+from packer.errors import IncompleteDatasetError, NotADatasetError, SourceNotFoundError
+from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
+from packer.verify import MAX_LISTED, VerifyReport, format_verify, verify_dataset
+
+#: 3 classes of unequal size (4, 3, 5 images), tiny PNGs; ``shard_size`` cuts them into 4+ shards.
+SPEC = {f"{cls}/{i}.png": image_bytes(".png", 8, 8, seed)
+        for seed, (cls, i) in enumerate([(c, i) for c, n in (("ant", 4), ("bee", 3), ("cat", 5))
+                                         for i in range(n)])}
+SPEC["bee/sub/deep.png"] = image_bytes(".png", 9, 7, 50)
+NUM_SAMPLES = 13
+SHARD_SIZE = 800
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], Path]]:
+    """Convert :data:`SPEC` once per backend for the module; tests get copies (see ``dst``)."""
+    top = tmp_path_factory.mktemp("verify")
+    src = write_tree(top / "src", SPEC)
+    done: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in done:
+            done[name] = top / f"dst-{name}"
+            packer.convert(src, done[name], to=name, shard_size=SHARD_SIZE)
+        return done[name]
+
+    yield get
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    """A private copy of the source tree, free to damage."""
+    return write_tree(tmp_path / "src", SPEC)
+
+
+@pytest.fixture
+def dst(converted: Callable[[str], Path], backend: Backend, tmp_path: Path) -> Path:
+    """A private copy of :data:`SPEC` packed with ``backend``, free to damage."""
+    return Path(shutil.copytree(converted(backend.name), tmp_path / "dst"))
+
+
+def shards(dst: Path) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = json.loads((dst / MANIFEST_NAME).read_text())["shards"]
+    return entries
+
+
+def edit_manifest(dst: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    data = json.loads((dst / MANIFEST_NAME).read_text())
+    change(data)
+    (dst / MANIFEST_NAME).write_text(json.dumps(data))
+
+
+def flip_middle_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def kinds(report: VerifyReport) -> list[tuple[str, str]]:
+    return sorted((p.kind, p.path) for p in report.problems)
+
+
+# ---------------------------------------------------------------- clean datasets
+
+
+def test_a_clean_dataset_verifies_at_every_depth(dst: Path, src: Path) -> None:
+    assert len(shards(dst)) >= 3
+    plain = verify_dataset(dst)
+    assert plain.ok and plain.problems == () and plain.problem_counts == {}
+    assert plain.shards_checked == plain.num_shards == len(shards(dst))
+    assert plain.files_checked == plain.num_shards + 3
+    assert plain.num_samples == NUM_SAMPLES and plain.samples_checked == 0
+    assert plain.bytes_hashed == packer.Manifest.load(dst).num_bytes
+
+    deep = verify_dataset(dst, deep=True)
+    assert deep.ok and deep.samples_checked == NUM_SAMPLES and deep.samples_compared == 0
+
+    full = verify_dataset(str(dst), deep=True, against=src, progress=True)
+    assert full.ok, full.problems
+    assert (full.samples_checked, full.samples_compared, full.samples_skipped) == (NUM_SAMPLES,
+                                                                                   NUM_SAMPLES, 0)
+    text = format_verify(full)
+    assert text.startswith(f"{full.root}: OK")
+    assert f"{NUM_SAMPLES} of {NUM_SAMPLES} samples compared" in text
+
+
+# ---------------------------------------------------------------- damaged files
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_flipped_byte_is_a_checksum_mismatch_naming_the_shard(dst: Path, deep: bool) -> None:
+    shard = shards(dst)[1]
+    flip_middle_byte(dst / shard["path"])
+    report = verify_dataset(dst, deep=deep)
+    assert not report.ok
+    assert kinds(report) == [("checksum_mismatch", shard["path"])]
+    assert shard["path"] in report.problems[0].message
+    assert report.shards_checked == report.num_shards - 1
+    if deep:  # the damaged shard is not handed to the backend; every other sample is read
+        assert report.samples_skipped == shard["num_samples"]
+        assert report.samples_checked == NUM_SAMPLES - shard["num_samples"]
+        assert any(shard["path"] in note for note in report.notes)
+    assert shard["path"] in format_verify(report)
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_deleted_shard_is_missing(dst: Path, deep: bool) -> None:
+    shard = shards(dst)[0]
+    (dst / shard["path"]).unlink()
+    report = verify_dataset(dst, deep=deep)
+    assert kinds(report) == [("missing", shard["path"])]
+    assert report.samples_checked == (NUM_SAMPLES - shard["num_samples"] if deep else 0)
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_truncated_shard_is_a_size_mismatch(dst: Path, deep: bool) -> None:
+    shard = shards(dst)[-1]
+    path = dst / shard["path"]
+    path.write_bytes(path.read_bytes()[: shard["num_bytes"] // 2])
+    report = verify_dataset(dst, deep=deep)
+    assert kinds(report) == [("size_mismatch", shard["path"])]
+    assert f"says {shard['num_bytes']}" in report.problems[0].message
+
+
+def test_every_damaged_shard_is_named(dst: Path, src: Path) -> None:
+    first, second, third = shards(dst)[:3]
+    flip_middle_byte(dst / first["path"])
+    (dst / third["path"]).unlink()
+    report = verify_dataset(dst, deep=True, against=src)
+    assert kinds(report) == [("checksum_mismatch", first["path"]), ("missing", third["path"])]
+    assert report.samples_compared == report.samples_checked == NUM_SAMPLES - report.samples_skipped
+    assert report.samples_skipped == first["num_samples"] + third["num_samples"]
+    assert report.samples_checked >= second["num_samples"]
+    text = format_verify(report)
+    assert "DAMAGED: 2 problem(s)" in text
+    assert first["path"] in text and third["path"] in text
+
+
+def test_a_damaged_sample_index_file(dst: Path) -> None:
+    flip_middle_byte(dst / "samples" / "paths.bin")
+    targets = dst / "samples" / "targets.npy"
+    targets.write_bytes(targets.read_bytes()[:-8])
+    report = verify_dataset(dst, deep=True)
+    assert kinds(report) == [("checksum_mismatch", "samples/paths.bin"),
+                             ("size_mismatch", "samples/targets.npy")]
+    assert report.shards_checked == report.num_shards
+    assert report.samples_checked == NUM_SAMPLES  # shards are intact: every sample still decodes
+    assert any("labels and paths were not checked" in note for note in report.notes)
+
+
+# ---------------------------------------------------------------- deep checks
+
+
+def test_shards_holding_other_counts_than_the_manifest(dst: Path) -> None:
+    # Move one sample from shard 0 to shard 1 in the manifest only: ranges still add up.
+    def move(data: dict[str, Any]) -> None:
+        data["shards"][0]["num_samples"] -= 1
+        data["shards"][1]["first"] -= 1
+        data["shards"][1]["num_samples"] += 1
+
+    edit_manifest(dst, move)
+    assert verify_dataset(dst).ok  # files and ranges are fine; only reading shows it
+    first, second = shards(dst)[:2]
+    report = verify_dataset(dst, deep=True)
+    assert kinds(report) == [("count_mismatch", first["path"]), ("count_mismatch", second["path"])]
+    assert f"holds {first['num_samples'] + 1} records" in kinds_messages(report)[first["path"]]
+    assert report.samples_skipped == first["num_samples"] + second["num_samples"]
+
+
+def kinds_messages(report: VerifyReport) -> dict[str, str]:
+    return {p.path: p.message for p in report.problems}
+
+
+def test_an_undecodable_sample_is_a_decode_error(make_tree: Callable[..., Path], tmp_path: Path,
+                                                 backend: Backend) -> None:
+    tree = make_tree({"ant/ok.png": image_bytes(".png"), "ant/bad.jpg": b"\xff\xd8 not a jpeg",
+                      "bee/ok.png": image_bytes(".png", seed=3)})
+    out = tmp_path / "dst"
+    packer.convert(tree, out, to=backend.name, check="none")  # trusts the files: packs bad.jpg
+    assert verify_dataset(out, against=tree).ok
+    report = verify_dataset(out, deep=True)
+    assert kinds(report) == [("decode_error", "ant/bad.jpg")]
+    assert report.samples_checked == 3
+
+
+def replace_targets(dst: Path, change: Callable[[np.ndarray], None]) -> None:
+    """Rewrite ``targets.npy`` and its manifest entry, so that only deep checks can tell."""
+    path = dst / "samples" / "targets.npy"
+    targets = np.load(path)
+    change(targets)
+    np.save(path, targets, allow_pickle=False)
+
+    def rehash(data: dict[str, Any]) -> None:
+        entry = data["sample_index"]["targets"]
+        entry["num_bytes"] = path.stat().st_size
+        entry["sha256"] = sha256_file(str(path))
+
+    edit_manifest(dst, rehash)
+
+
+def test_labels_that_disagree_with_paths_and_counts(dst: Path) -> None:
+    def damage(targets: np.ndarray) -> None:
+        targets[0], targets[-1] = targets[-1], targets[0]  # counts unchanged, folders wrong
+        targets[5] = 99
+
+    replace_targets(dst, damage)
+    assert verify_dataset(dst).ok
+    report = verify_dataset(dst, deep=True)
+    assert kinds(report) == [("label_error", "ant/0.png"), ("label_error", "bee/1.png"),
+                             ("label_error", "cat/4.png"), ("label_error", "samples/targets.npy")]
+    assert "target 99" in kinds_messages(report)["bee/1.png"]
+    assert report.problem_counts == {"label_error": 4}
+
+
+def test_an_inconsistent_manifest(dst: Path) -> None:
+    def damage(data: dict[str, Any]) -> None:
+        data["shards"][2]["first"] += 1
+        data["class_counts"][0] += 1
+
+    edit_manifest(dst, damage)
+    report = verify_dataset(dst, deep=True)
+    assert ("inconsistent_manifest", shards(dst)[2]["path"]) in kinds(report)
+    assert ("inconsistent_manifest", MANIFEST_NAME) in kinds(report)
+    assert report.samples_checked == NUM_SAMPLES  # samples are still read, named by shard
+
+
+def test_a_manifest_path_outside_the_dataset_is_not_followed(dst: Path, tmp_path: Path) -> None:
+    (tmp_path / "outside").write_bytes(b"x")
+    edit_manifest(dst, lambda data: data["shards"][0].update(path="../outside"))
+    report = verify_dataset(dst)
+    assert kinds(report) == [("inconsistent_manifest", "../outside")]
+
+
+# ---------------------------------------------------------------- against SRC
+
+
+def test_against_names_changed_and_missing_source_files(dst: Path, src: Path) -> None:
+    (src / "bee" / "1.png").write_bytes(image_bytes(".png", 8, 8, 1234))
+    (src / "cat" / "3.png").unlink()
+    report = verify_dataset(dst, against=src)
+    assert kinds(report) == [("source_differs", "bee/1.png"), ("source_missing", "cat/3.png")]
+    assert report.samples_compared == NUM_SAMPLES - 1
+    assert report.samples_checked == 0  # no decoding without deep
+    assert "first differ at byte" in kinds_messages(report)["bee/1.png"]
+
+
+def test_against_a_reencoding_codec_is_not_applicable(dst: Path, src: Path) -> None:
+    edit_manifest(dst, lambda data: data.update(codec="jpeg"))
+    report = verify_dataset(dst, against=src)
+    assert kinds(report) == [("not_applicable", MANIFEST_NAME)]
+    assert "'jpeg'" in report.problems[0].message and "--deep" in report.problems[0].message
+    assert report.samples_compared == 0
+
+
+def test_against_a_missing_source_is_refused(dst: Path, tmp_path: Path) -> None:
+    with pytest.raises(SourceNotFoundError, match="not a directory"):
+        verify_dataset(dst, against=tmp_path / "nowhere")
+
+
+def test_problems_are_listed_up_to_a_cap_and_all_counted(tmp_path: Path) -> None:
+    many = {f"c{i % 2}/{i:02}.png": image_bytes(".png", 4, 4, i) for i in range(MAX_LISTED + 5)}
+    tree = write_tree(tmp_path / "src", many)
+    packer.convert(tree, tmp_path / "dst", to="lmdb")
+    for rel in many:
+        (tree / rel).write_bytes(b"changed")
+    report = verify_dataset(tmp_path / "dst", against=tree)
+    assert report.problem_counts == {"source_differs": MAX_LISTED + 5}
+    assert len(report.problems) == MAX_LISTED
+    assert "... and 5 more source_differs" in format_verify(report)
+
+
+# ---------------------------------------------------------------- not a dataset, output formats
+
+
+def test_an_interrupted_conversion_is_incomplete(dst: Path) -> None:
+    (dst / MANIFEST_NAME).unlink()
+    (dst / IN_PROGRESS_NAME).write_text("{}\n")
+    with pytest.raises(IncompleteDatasetError, match="incomplete"):
+        verify_dataset(dst, deep=True)
+
+
+def test_a_directory_without_a_dataset(tmp_path: Path) -> None:
+    with pytest.raises(NotADatasetError):
+        verify_dataset(tmp_path)
+
+
+def test_to_dict_is_json_with_stable_keys(dst: Path, src: Path) -> None:
+    flip_middle_byte(dst / shards(dst)[0]["path"])
+    report = verify_dataset(dst, deep=True, against=src)
+    data = json.loads(json.dumps(report.to_dict()))
+    assert list(data) == ["root", "ok", "deep", "against", "num_shards", "num_samples",
+                          "shards_checked", "files_checked", "bytes_hashed", "samples_checked",
+                          "samples_compared", "samples_skipped", "problems", "problem_counts",
+                          "notes"]
+    assert data["ok"] is False and data["deep"] is True and data["against"] == str(src)
+    assert data["problem_counts"] == {"checksum_mismatch": 1}
+    assert data["problems"] == [{"path": shards(dst)[0]["path"], "kind": "checksum_mismatch",
+                                 "message": report.problems[0].message}]
+
+
+def test_verify_is_core_torch_and_click_free() -> None:
+    tree = ast.parse(Path(packer.__file__).with_name("verify.py").read_text(encoding="utf-8"))
+    top = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+           for alias in node.names}
+    top |= {node.module.split(".")[0] for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module}
+    assert not top & {"torch", "click", "torchvision"}
