@@ -11,8 +11,11 @@ from typing import TYPE_CHECKING, Any
 from packer.backends import backend_names, get_backend
 from packer.codecs import codec_names
 from packer.convert import ConversionResult, convert
+from packer.dryrun import ConversionPlan, plan_conversion
 from packer.errors import (
     BadImageError,
+    ConversionError,
+    ConversionInterrupted,
     DatasetError,
     EmptySourceError,
     IncompleteDatasetError,
@@ -21,6 +24,7 @@ from packer.errors import (
     OutputError,
     OutputExistsError,
     PackerError,
+    ResumeError,
     ShardError,
     SourceError,
     SourceNotFoundError,
@@ -29,13 +33,16 @@ from packer.errors import (
 from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
 from packer.manifest import Manifest
 from packer.sizes import parse_size
+from packer.verify import VerifyReport, verify_dataset
 
 if TYPE_CHECKING:
     from packer.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
     from packer.folder import ImageFolderDataset
 
 __all__ = [
-    "IMG_EXTENSIONS", "BadImageError", "ConversionResult", "DatasetError", "EmptySourceError",
+    "IMG_EXTENSIONS", "BadImageError", "ConversionError", "ConversionInterrupted", "ConversionPlan",
+    "ConversionResult", "DatasetError", "EmptySourceError", "ResumeError", "VerifyReport",
+    "plan_conversion", "verify_dataset",
     "FolderIndex", "HDF5ImageDataset", "ImageFolderDataset", "IncompleteDatasetError",
     "LMDBImageDataset", "Manifest", "ManifestError", "NotADatasetError", "OutputError",
     "OutputExistsError", "PackedImageDataset", "PackerError", "ShardError", "SourceError",

@@ -90,9 +90,11 @@ def cli(verbose: int) -> None:
               help="Pack files and folders whose names start with '.' (ImageFolder does).")
 @click.option("--allow-empty", is_flag=True, help="Accept class folders without images.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
 def convert(src: str, dst: str, backend: str, shard_size: int, codec: str, check: str,
             max_pixels: int, strict: bool, overwrite: bool, resume: bool, workers: int | None,
-            dry_run: bool, include_hidden: bool, allow_empty: bool, quiet: bool) -> None:
+            dry_run: bool, include_hidden: bool, allow_empty: bool, quiet: bool,
+            as_json: bool) -> None:
     """Convert the ImageFolder tree SRC (SRC/<class>/<image>) into a packed dataset at DST."""
     from packer.convert import convert as run_convert
     from packer.report import format_conversion
@@ -102,7 +104,7 @@ def convert(src: str, dst: str, backend: str, shard_size: int, codec: str, check
 
         plan = plan_conversion(src, to=backend, shard_size=shard_size, codec=codec,
                                include_hidden=include_hidden, allow_empty=allow_empty)
-        click.echo(format_plan(plan))
+        click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else format_plan(plan))
         return
     result = run_convert(src, dst, to=backend, shard_size=shard_size, codec=codec, check=check,
                          max_pixels=max_pixels, strict=strict, overwrite=overwrite, resume=resume,
@@ -121,6 +123,23 @@ def info(dst: str, as_json: bool) -> None:
 
     summary = dataset_info(dst)
     click.echo(json.dumps(summary, indent=2, sort_keys=True) if as_json else format_info(summary))
+
+
+@cli.command()
+@click.argument("dst", type=click.Path(path_type=str))
+@click.option("--deep", is_flag=True, help="Also read and decode every sample; check counts and labels.")
+@click.option("--against", "src", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Compare every sample byte for byte with its file in this source tree.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def verify(dst: str, deep: bool, src: str | None, as_json: bool, quiet: bool) -> None:
+    """Check that the dataset DST is whole: sizes and checksums of every file (exit 1 if not)."""
+    from packer.verify import format_verify, verify_dataset
+
+    report = verify_dataset(dst, deep=deep, against=src, progress=not quiet and not as_json)
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else format_verify(report))
+    if not report.ok:
+        sys.exit(1)
 
 
 @cli.command()

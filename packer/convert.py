@@ -27,6 +27,7 @@ from packer.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, get_codec
 from packer.destination import (
     check_destination,
     clear_destination,
+    discard_staging,
     finish_destination,
     read_marker,
     start_destination,
@@ -209,6 +210,9 @@ def convert(
             bar.kept(result)
         run_shard_tasks(tasks, workers=workers or default_workers(), on_event=bar.event,
                         on_result=lambda r: results.__setitem__(_index_of(r, names), r))
+    except BaseException:
+        discard_staging(dst_path)
+        raise
     finally:
         bar.close()
     manifest = _write_manifest(dst_path, src_path, index, [results[i] for i in range(len(plans))],

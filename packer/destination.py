@@ -15,8 +15,10 @@ import shutil
 from packer.durable import atomic_write_bytes, fsync_dir
 from packer.errors import OutputError, OutputExistsError
 from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
+from packer.sample_index import INDEX_FILES
 
 __all__ = ["TMP_DIR", "check_destination", "clear_destination", "destination_state",
+           "discard_staging",
            "finish_destination", "read_marker", "start_destination"]
 
 TMP_DIR = ".tmp"
@@ -124,12 +126,25 @@ def clear_destination(dst: str) -> None:
             os.unlink(path)
 
 
+def _remove_stray_temporaries(dst: str) -> None:
+    """Delete half-written ``.<name>.<pid>.tmp`` files a killed run left (see durable.py)."""
+    samples = os.path.dirname(INDEX_FILES["targets"])
+    for folder in (dst, os.path.join(dst, samples), os.path.join(dst, RECEIPTS_DIR)):
+        if not os.path.isdir(folder):
+            continue
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if name.startswith(".") and name.endswith(".tmp") and os.path.isfile(path):
+                os.unlink(path)
+
+
 def start_destination(dst: str, plan: dict[str, object]) -> str:
     """Create DST, mark it as a conversion in progress, and return its (emptied) staging dir.
 
     Shards already in DST stay: ``resume`` keeps those whose receipts match the plan.
     """
     os.makedirs(dst, exist_ok=True)
+    _remove_stray_temporaries(dst)
     atomic_write_bytes(os.path.join(dst, IN_PROGRESS_NAME),
                        (json.dumps(plan, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     staging = os.path.join(dst, TMP_DIR)
@@ -137,6 +152,14 @@ def start_destination(dst: str, plan: dict[str, object]) -> str:
         shutil.rmtree(staging)
     os.makedirs(staging)
     return staging
+
+
+def discard_staging(dst: str) -> None:
+    """Delete what stopped workers left half-written; finished shards stay in DST."""
+    staging = os.path.join(dst, TMP_DIR)
+    if os.path.isdir(staging):
+        for name in os.listdir(staging):
+            os.unlink(os.path.join(staging, name))
 
 
 def finish_destination(dst: str) -> None:

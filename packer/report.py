@@ -110,12 +110,18 @@ def format_conversion(result: ConversionResult) -> str:
     """One summary of a finished conversion: counts, sizes, speed, where skips are listed."""
     m = result.manifest
     skipped = len(m.skipped)
+    if result.already_complete:
+        return (f"{result.dst} is already complete: {m.num_samples} samples in {len(m.shards)} "
+                "shard(s) of this source and options; nothing to do.")
     lines = [
         f"Packed {m.num_samples} samples in {len(m.classes)} classes into {result.dst} "
         f"({m.backend}, {len(m.shards)} shard(s)); skipped {skipped} of {result.found} images found.",
         f"  in {format_size(result.bytes_in)}, out {format_size(m.num_bytes)}, "
         f"{result.seconds:.1f} s, {result.images_per_second:.0f} images/s",
     ]
+    if result.resumed_shards:
+        lines.append(f"  resumed: kept {result.resumed_shards} finished shard(s) of the interrupted "
+                     "run; images/s counts the whole dataset")
     if skipped:
         reasons = Counter(s.reason for s in m.skipped)
         lines.append("  skipped: " + ", ".join(f"{r} {n}" for r, n in sorted(reasons.items()))

@@ -25,7 +25,8 @@ import os
 import signal
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -82,6 +83,20 @@ def _worker_main(conn: Connection) -> None:
             conn.send(("result", result))
 
 
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT while starting a worker: it inherits that, even across exec (spawn)."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals cannot be changed here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @dataclass
 class _Slot:
     process: multiprocessing.process.BaseProcess
@@ -135,7 +150,8 @@ class _Pool:
         parent, child = self._context.Pipe()
         process = self._context.Process(target=_worker_main, args=(child,), daemon=True,
                                         name="packer-convert-worker")
-        process.start()
+        with _sigint_ignored():  # a Ctrl-C while the worker boots must not print its traceback
+            process.start()
         child.close()
         return _Slot(process, parent)
 

@@ -1,0 +1,254 @@
+"""Crash safety and resume: real `packer convert` processes killed at chosen points, then resumed.
+
+Each kill point is reached by running the real command line in a child Python that wraps one
+packer function so that the process SIGKILLs itself right there (no sleeps, no races); one test
+also kills a running `packer convert` from outside. After every kill the directory must look
+incomplete to readers, and `--resume` must end with exactly the dataset an uninterrupted run
+gives: same shard bytes, same sample index, same manifest apart from `created_at`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from imagetools import jpeg_bytes, png_bytes, write_tree
+
+import packer
+from packer.backends import Backend
+from packer.cli import cli
+from packer.errors import IncompleteDatasetError, OutputExistsError, ResumeError
+from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+SHARD_SIZE = "1500"  # bytes: the tree below becomes about a dozen shards
+
+
+def _tree(root: Path, count: int = 36) -> Path:
+    spec: dict[str, Any] = {}
+    for i in range(count):
+        cls = ("ant", "bee", "cow")[i % 3]
+        make = jpeg_bytes if i % 4 else png_bytes
+        spec[f"{cls}/{i:03d}.{'jpg' if i % 4 else 'png'}"] = make(12 + i % 5, 10 + i % 7, i)
+    spec["bee/broken.jpg"] = b"\xff\xd8\xff\xe0 not really a jpeg"
+    return write_tree(root, spec)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file of a finished dataset except the manifest, by relative path."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != MANIFEST_NAME}
+
+
+def _manifest(root: Path) -> dict[str, Any]:
+    data = json.loads((root / MANIFEST_NAME).read_text())
+    data.pop("created_at")
+    return data
+
+
+def _assert_same_dataset(got: Path, want: Path) -> None:
+    assert _files(got) == _files(want)
+    assert _manifest(got) == _manifest(want)
+
+
+def _killed_run(src: Path, dst: Path, backend: str, patch: str,
+                *extra: str) -> subprocess.CompletedProcess[str]:
+    """Run `packer convert` in a child that applies ``patch`` (Python) first."""
+    code = textwrap.dedent(f"""
+        import os, signal, sys
+        import packer.convert, packer.manifest
+        conv, man = sys.modules["packer.convert"], sys.modules["packer.manifest"]
+        def die():
+            os.kill(os.getpid(), signal.SIGKILL)
+        {textwrap.indent(textwrap.dedent(patch), '        ').strip()}
+        from packer.cli import main
+        sys.argv = ["packer", "convert", {str(src)!r}, {str(dst)!r}, "--to", {backend!r},
+                    "--shard-size", {SHARD_SIZE!r}, "-q", *{list(extra)!r}]
+        main()
+    """)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=240, check=False)
+
+
+KILL_POINTS = {
+    # right after DST was marked in progress: nothing written yet
+    "early": """
+        start = conv.start_destination
+        def patched(*args, **kwargs):
+            start(*args, **kwargs)
+            die()
+        conv.start_destination = patched
+    """,
+    # after the second finished shard came back from the workers
+    "mid": """
+        run = conv.run_shard_tasks
+        def patched(tasks, *, workers, on_event, on_result):
+            seen = []
+            def result(r):
+                on_result(r)
+                seen.append(r)
+                if len(seen) == 2:
+                    die()
+            return run(tasks, workers=workers, on_event=on_event, on_result=result)
+        conv.run_shard_tasks = patched
+    """,
+    # while index.json is being written: half of its temporary file is on disk
+    "manifest": """
+        def patched(path, data):
+            if path.endswith("index.json"):
+                name = "." + os.path.basename(path) + f".{os.getpid()}.tmp"
+                tmp = os.path.join(os.path.dirname(path), name)
+                with open(tmp, "wb") as handle:
+                    handle.write(data[: len(data) // 2])
+                die()
+        man.atomic_write_bytes = patched
+    """,
+}
+
+
+@pytest.mark.parametrize("point", sorted(KILL_POINTS))
+def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path: Path, backend: Backend,
+                                                         point: str) -> None:
+    src = _tree(tmp_path / "src")
+    clean = tmp_path / "clean"
+    packer.convert(src, clean, to=backend.name, shard_size=SHARD_SIZE, workers=2)
+
+    dst = tmp_path / "dst"
+    killed = _killed_run(src, dst, backend.name, KILL_POINTS[point], "--workers", "2")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (dst / IN_PROGRESS_NAME).exists() and not (dst / MANIFEST_NAME).exists()
+    with pytest.raises(IncompleteDatasetError, match="incomplete"):
+        packer.open_dataset(dst)
+    runner = CliRunner()
+    info = runner.invoke(cli, ["info", str(dst)])
+    assert info.exit_code == 1 and "incomplete" in info.stderr and "--resume" in info.stderr
+
+    shards_before = {p.name: p.stat().st_mtime_ns for p in dst.glob("shard-*")}
+    plain = runner.invoke(cli, ["convert", str(src), str(dst), "--to", backend.name,
+                                "--shard-size", SHARD_SIZE])
+    assert plain.exit_code == 3
+    assert "--resume" in plain.stderr and "--overwrite" in plain.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in dst.glob("shard-*")} == shards_before
+
+    resumed = packer.convert(src, dst, to=backend.name, shard_size=SHARD_SIZE, resume=True,
+                             workers=2)
+    if point == "mid":
+        assert resumed.resumed_shards >= 2
+        for name, mtime in shards_before.items():  # finished shards are kept, not rewritten
+            assert (dst / name).stat().st_mtime_ns == mtime
+    _assert_same_dataset(dst, clean)
+    assert len(packer.open_dataset(dst)) == 36
+
+
+def test_killed_from_outside_mid_run_then_resumed(tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src", count=150)
+    clean = tmp_path / "clean"
+    packer.convert(src, clean, to="lmdb", shard_size=SHARD_SIZE, workers=1)
+    dst = tmp_path / "dst"
+    proc = subprocess.Popen([sys.executable, "-m", "packer", "convert", str(src), str(dst),
+                             "--to", "lmdb", "--shard-size", SHARD_SIZE, "--workers", "1", "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not list(dst.glob("shard-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)  # the coordinator and its workers, like a preempted node
+    proc.wait()
+    if (dst / MANIFEST_NAME).exists():
+        pytest.skip("the conversion finished before it could be killed")
+    resumed = packer.convert(src, dst, to="lmdb", shard_size=SHARD_SIZE, resume=True, workers=2)
+    assert resumed.resumed_shards >= 1
+    _assert_same_dataset(dst, clean)
+
+
+def test_resume_refuses_other_options_and_a_changed_tree(tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src")
+    dst = tmp_path / "dst"
+    killed = _killed_run(src, dst, "hdf5", KILL_POINTS["mid"], "--workers", "1")
+    assert killed.returncode == -signal.SIGKILL
+    before = _files(dst)
+    with pytest.raises(ResumeError, match="options differ: shard_size was 1500, now 3000.*--overwrite"):
+        packer.convert(src, dst, to="hdf5", shard_size="3000", resume=True)
+    with pytest.raises(ResumeError, match="options differ: .*check"):
+        packer.convert(src, dst, to="hdf5", shard_size=SHARD_SIZE, check="header", resume=True)
+    (src / "cow" / "new.png").write_bytes(png_bytes(9, 9, 500))
+    with pytest.raises(ResumeError, match="source tree changed"):
+        packer.convert(src, dst, to="hdf5", shard_size=SHARD_SIZE, resume=True)
+    assert _files(dst) == before
+    result = runner_convert(src, dst, "hdf5", "--overwrite")
+    assert result.exit_code == 0, result.output
+    assert len(packer.open_dataset(dst)) == 37
+
+
+def runner_convert(src: Path, dst: Path, backend: str, *extra: str) -> Any:
+    return CliRunner().invoke(cli, ["convert", str(src), str(dst), "--to", backend,
+                                    "--shard-size", SHARD_SIZE, *extra])
+
+
+def test_resume_on_nothing_starts_and_on_a_complete_dataset_does_nothing(tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src", count=9)
+    dst = tmp_path / "dst"
+    first = packer.convert(src, dst, to="lmdb", shard_size=SHARD_SIZE, resume=True)
+    assert first.manifest.num_samples == 9 and first.resumed_shards == 0
+    stamp = (dst / MANIFEST_NAME).stat().st_mtime_ns
+    again = runner_convert(src, dst, "lmdb", "--resume")
+    assert again.exit_code == 0
+    assert "already complete" in again.stdout
+    assert (dst / MANIFEST_NAME).stat().st_mtime_ns == stamp
+    other = runner_convert(src, dst, "lmdb", "--resume", "--check", "none")
+    assert other.exit_code == 1 and "--overwrite" in other.stderr
+    both = runner_convert(src, dst, "lmdb", "--resume", "--overwrite")
+    assert both.exit_code == 1 and "not both" in both.stderr
+
+
+def test_worker_count_does_not_change_a_byte(tmp_path: Path, backend: Backend) -> None:
+    src = _tree(tmp_path / "src")
+    one = packer.convert(src, tmp_path / "one", to=backend.name, shard_size=SHARD_SIZE, workers=1)
+    four = packer.convert(src, tmp_path / "four", to=backend.name, shard_size=SHARD_SIZE, workers=4)
+    assert len(one.manifest.shards) > 4
+    _assert_same_dataset(tmp_path / "four", tmp_path / "one")
+    assert [s.sha256 for s in one.manifest.shards] == [s.sha256 for s in four.manifest.shards]
+
+
+def test_ctrl_c_stops_promptly_keeps_shards_and_says_how_to_resume(tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src", count=150)
+    dst = tmp_path / "dst"
+    proc = subprocess.Popen([sys.executable, "-m", "packer", "convert", str(src), str(dst),
+                             "--to", "hdf5", "--shard-size", SHARD_SIZE, "--workers", "2", "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not list(dst.glob("shard-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+    sent = time.monotonic()
+    _, stderr = proc.communicate(timeout=60)
+    if (dst / MANIFEST_NAME).exists():
+        pytest.skip("the conversion finished before Ctrl-C arrived")
+    assert time.monotonic() - sent < 15
+    assert proc.returncode == 130, stderr
+    assert "--resume" in stderr and len(stderr.strip().splitlines()) == 1
+    kept = list(dst.glob("shard-*"))
+    assert kept
+    assert not list((dst / ".tmp").iterdir())
+    resumed = packer.convert(src, dst, to="hdf5", shard_size=SHARD_SIZE, resume=True)
+    assert resumed.resumed_shards >= len(kept) - 2 and resumed.manifest.num_samples == 150
+
+
+def test_plain_rerun_over_partial_dst_changes_nothing(tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src", count=9)
+    dst = tmp_path / "dst"
+    assert _killed_run(src, dst, "lmdb", KILL_POINTS["mid"]).returncode == -signal.SIGKILL
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in dst.rglob("*") if p.is_file()}
+    with pytest.raises(OutputExistsError, match="interrupted conversion.*--resume.*--overwrite"):
+        packer.convert(src, dst, to="lmdb", shard_size=SHARD_SIZE)
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in dst.rglob("*") if p.is_file()} == before
