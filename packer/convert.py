@@ -215,9 +215,14 @@ def convert(
         raise
     finally:
         bar.close()
-    manifest = _write_manifest(dst_path, src_path, index, [results[i] for i in range(len(plans))],
-                               options, fingerprint, is_valid_file)
-    finish_destination(dst_path)
+    try:
+        manifest = _write_manifest(dst_path, src_path, index,
+                                   [results[i] for i in range(len(plans))], options, fingerprint,
+                                   is_valid_file)
+        finish_destination(dst_path)
+    except OSError as err:
+        raise OutputError(f"Writing the manifest of {dst_path!r} failed: {err.strerror or err}. "
+                          "Fix it (free space?), then run the same command with --resume.") from err
     seconds = time.perf_counter() - started
     log.info("packed %d samples into %s in %.1f s", manifest.num_samples, dst_path, seconds)
     bytes_in = sum(r.bytes_in for i, r in results.items() if i not in kept)

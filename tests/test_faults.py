@@ -1,0 +1,235 @@
+"""Faults during a conversion: each ends with one clear error and a DST that --resume finishes.
+
+Disk full and read-only storage are real: a small tmpfs (mounted when the test may, as root on
+Linux; otherwise those tests skip). Faults inside a worker (a vanished source file, a worker
+killed like the OOM killer does, a decoder that segfaults) are injected by monkeypatching,
+with workers started by fork so that they inherit the patch.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from imagetools import jpeg_bytes, write_tree
+
+import packer
+from packer import codecs, shardwork, workers
+from packer.backends import Backend
+from packer.cli import cli
+from packer.errors import BadImageError, ConversionError, OutputError, SourceError
+from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+SHARD = "2000"
+
+
+def _tree(root: Path, count: int = 24, size: int = 16) -> Path:
+    return write_tree(root, {f"{('ant', 'bee')[i % 2]}/{i:03d}.jpg": jpeg_bytes(size, size, i)
+                             for i in range(count)})
+
+
+def _same_as_clean(dst: Path, src: Path, backend: str, tmp_path: Path) -> None:
+    clean = tmp_path / "clean"
+    packer.convert(src, clean, to=backend, shard_size=SHARD)
+    for shard_a, shard_b in zip(packer.Manifest.load(dst).shards,
+                                packer.Manifest.load(clean).shards, strict=True):
+        assert shard_a == shard_b
+    assert not (dst / IN_PROGRESS_NAME).exists()
+    assert packer.verify_dataset(dst, deep=True).ok
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs; the test may remount it larger or read-only."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _remount(mount: Path, options: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{options}", str(mount)], check=True)
+
+
+def test_disk_full_is_one_line_and_resumable(tmp_path: Path, tmpfs: Path, backend: Backend) -> None:
+    src = _tree(tmp_path / "src", count=150, size=160)  # about 2.2 MiB of JPEGs: twice the disk
+    dst = tmpfs / "dst"
+    result = CliRunner().invoke(cli, ["convert", str(src), str(dst), "--to", backend.name,
+                                      "--shard-size", "200kB", "--workers", "2", "-q"])
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--resume" in lines[0], result.stderr
+    assert "disk is full" in lines[0] or "No space left" in lines[0] or "I/O error" in lines[0]
+    assert str(dst) in lines[0]
+    assert not (dst / MANIFEST_NAME).exists()
+    _remount(tmpfs, "size=20m")
+    resumed = packer.convert(src, dst, to=backend.name, shard_size="200kB", resume=True)
+    assert resumed.manifest.num_samples == 150
+    assert packer.verify_dataset(dst, deep=True, against=src).ok
+
+
+def test_read_only_destination_is_one_line(tmp_path: Path, tmpfs: Path) -> None:
+    src = _tree(tmp_path / "src", count=4)
+    _remount(tmpfs, "ro")
+    result = CliRunner().invoke(cli, ["convert", str(src), str(tmpfs / "dst"), "--to", "lmdb"])
+    assert result.exit_code == 1
+    assert result.stderr.count("\n") == 1 and "Read-only file system" in result.stderr
+    assert str(tmpfs / "dst") in result.stderr
+    _remount(tmpfs, "rw")
+    assert packer.convert(src, tmpfs / "dst", to="lmdb", resume=True).manifest.num_samples == 4
+
+
+def test_readers_work_on_read_only_storage(tmp_path: Path, tmpfs: Path, backend: Backend) -> None:
+    src = _tree(tmp_path / "src", count=6)
+    packer.convert(src, tmpfs / "dst", to=backend.name, shard_size=SHARD)
+    _remount(tmpfs, "ro")
+    ds = packer.open_dataset(tmpfs / "dst", decode=False)
+    assert [ds[i][0] for i in range(len(ds))] == [(src / p).read_bytes() for p, _ in ds.samples]
+    assert packer.verify_dataset(tmpfs / "dst", deep=True).ok
+
+
+@pytest.fixture
+def forked_workers(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    monkeypatch.setattr(workers, "START_METHOD", "fork")
+    return monkeypatch
+
+
+def _patch_read(patch: pytest.MonkeyPatch, target: str, action: Any) -> None:
+    original = shardwork.read_source
+
+    def read(path: str) -> bytes:
+        if path.endswith(target):
+            action(path)
+        return original(path)
+
+    patch.setattr(shardwork, "read_source", read)
+
+
+def test_source_file_vanishing_mid_run(tmp_path: Path, forked_workers: pytest.MonkeyPatch) -> None:
+    src = _tree(tmp_path / "src")
+    saved = (src / "bee" / "013.jpg").read_bytes()
+    with forked_workers.context() as patch:
+        _patch_read(patch, "bee/013.jpg", os.unlink)
+        with pytest.raises(SourceError, match=r"013\.jpg.*vanished.*--resume"):
+            packer.convert(src, tmp_path / "dst", to="hdf5", shard_size=SHARD, workers=2)
+    assert not (tmp_path / "dst" / MANIFEST_NAME).exists()
+    (src / "bee" / "013.jpg").write_bytes(saved)
+    packer.convert(src, tmp_path / "dst", to="hdf5", shard_size=SHARD, resume=True)
+    _same_as_clean(tmp_path / "dst", src, "hdf5", tmp_path)
+
+
+def test_worker_killed_like_the_oom_killer(tmp_path: Path, forked_workers: pytest.MonkeyPatch) -> None:
+    src = _tree(tmp_path / "src")
+    with forked_workers.context() as patch:
+        _patch_read(patch, "ant/010.jpg", lambda _: os.kill(os.getpid(), signal.SIGKILL))
+        with pytest.raises(ConversionError, match=r"SIGKILL.*out-of-memory.*ant/010\.jpg.*--resume"):
+            packer.convert(src, tmp_path / "dst", to="lmdb", shard_size=SHARD, workers=2)
+    assert (tmp_path / "dst" / IN_PROGRESS_NAME).exists()
+    assert not list((tmp_path / "dst" / ".tmp").iterdir())
+    packer.convert(src, tmp_path / "dst", to="lmdb", shard_size=SHARD, resume=True)
+    _same_as_clean(tmp_path / "dst", src, "lmdb", tmp_path)
+
+
+class _Bar:
+    """Stands in for tqdm and remembers where the bar ended."""
+
+    last: _Bar | None = None
+
+    def __init__(self, total: int, **_: Any) -> None:
+        self.total, self.n = total, 0
+        _Bar.last = self
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _crash_on(patch: pytest.MonkeyPatch, bad: bytes) -> None:
+    original = codecs.check_image
+
+    def check(data: bytes, **kwargs: Any) -> None:
+        if data == bad:
+            faulthandler.disable()  # pytest's traceback dump would only be noise here
+            os.kill(os.getpid(), signal.SIGSEGV)
+        original(data, **kwargs)
+
+    patch.setattr(codecs, "check_image", check)
+
+
+def test_decoder_crash_skips_the_file_and_the_run_goes_on(
+        tmp_path: Path, forked_workers: pytest.MonkeyPatch, backend: Backend) -> None:
+    src = _tree(tmp_path / "src")
+    bad = (src / "ant" / "006.jpg").read_bytes()
+    with forked_workers.context() as patch:
+        _crash_on(patch, bad)
+        patch.setattr(sys.modules["packer.convert"], "tqdm", _Bar)
+        result = packer.convert(src, tmp_path / "dst", to=backend.name, shard_size=SHARD,
+                                workers=2, progress=True)
+    skipped = [(s.path, s.reason) for s in result.manifest.skipped]
+    assert skipped == [("ant/006.jpg", "decode_error")]
+    assert "crashed" in result.manifest.skipped[0].detail and "SIGSEGV" in result.manifest.skipped[0].detail
+    assert result.manifest.num_samples == 23 and result.found == 24
+    assert _Bar.last is not None and _Bar.last.n == _Bar.last.total == 23
+    assert packer.verify_dataset(tmp_path / "dst", deep=True, against=src).ok
+
+
+def test_decoder_crash_under_strict_names_the_file(tmp_path: Path,
+                                                   forked_workers: pytest.MonkeyPatch) -> None:
+    src = _tree(tmp_path / "src")
+    with forked_workers.context() as patch:
+        _crash_on(patch, (src / "bee" / "017.jpg").read_bytes())
+        with pytest.raises(BadImageError, match=r"017\.jpg.*crashed"):
+            packer.convert(src, tmp_path / "dst", to="lmdb", shard_size=SHARD, strict=True)
+
+
+def test_progress_bar_ends_at_the_samples_packed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _tree(tmp_path / "src", count=10)
+    (src / "ant" / "junk.jpg").write_bytes(b"junk")
+    monkeypatch.setattr(sys.modules["packer.convert"], "tqdm", _Bar)
+    result = packer.convert(src, tmp_path / "dst", to="lmdb", shard_size=SHARD, progress=True)
+    assert _Bar.last is not None and _Bar.last.n == _Bar.last.total == result.manifest.num_samples == 10
+
+
+def test_verify_cli_names_every_damaged_shard(tmp_path: Path, backend: Backend) -> None:
+    src = _tree(tmp_path / "src")
+    dst = tmp_path / "dst"
+    manifest = packer.convert(src, dst, to=backend.name, shard_size=SHARD).manifest
+    first, second = manifest.shards[0].path, manifest.shards[2].path
+    data = bytearray((dst / first).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (dst / first).write_bytes(bytes(data))
+    (dst / second).unlink()
+    runner = CliRunner()
+    result = runner.invoke(cli, ["verify", str(dst), "-q"])
+    assert result.exit_code == 1
+    assert first in result.stdout and second in result.stdout
+    doc = json.loads(runner.invoke(cli, ["verify", str(dst), "--json"]).stdout)
+    assert doc["ok"] is False
+    assert {(p["path"], p["kind"]) for p in doc["problems"]} >= {(first, "checksum_mismatch"),
+                                                                  (second, "missing")}
+    shutil.rmtree(dst)
+    packer.convert(src, dst, to=backend.name, shard_size=SHARD)
+    assert runner.invoke(cli, ["verify", str(dst), "--deep", "--against", str(src), "-q"]).exit_code == 0
