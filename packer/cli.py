@@ -15,7 +15,7 @@ import click
 
 from packer.backends import backend_names
 from packer.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, codec_names
-from packer.convert import DEFAULT_SHARD_SIZE
+from packer.conversion import DEFAULT_SHARD_SIZE
 from packer.errors import PackerError
 from packer.sizes import format_size, parse_size
 
@@ -96,7 +96,7 @@ def convert(src: str, dst: str, backend: str, shard_size: int, codec: str, check
             dry_run: bool, include_hidden: bool, allow_empty: bool, quiet: bool,
             as_json: bool) -> None:
     """Convert the ImageFolder tree SRC (SRC/<class>/<image>) into a packed dataset at DST."""
-    from packer.convert import convert as run_convert
+    from packer.conversion import convert as run_convert
     from packer.report import format_conversion
 
     if dry_run:

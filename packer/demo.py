@@ -27,7 +27,7 @@ from PIL import Image, ImageDraw, ImageFilter
 from torch.utils.data import DataLoader, Dataset
 
 from packer.backends import backend_names
-from packer.convert import ConversionResult, convert
+from packer.conversion import ConversionResult, convert
 from packer.datasets import open_dataset
 from packer.errors import OutputError
 from packer.folder import ImageFolderDataset

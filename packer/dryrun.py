@@ -1,6 +1,6 @@
 """Plan a conversion without doing it: what ``packer convert ... --dry-run`` shows.
 
-:func:`plan_conversion` scans SRC and cuts the shard plan exactly as :func:`packer.convert.convert`
+:func:`plan_conversion` scans SRC and cuts the shard plan exactly as :func:`packer.conversion.convert`
 does, then stops: nothing is read from an image, nothing is written, and DST is not needed. The
 resulting :class:`ConversionPlan` holds the class map, per-class counts, the extension mix, what
 the scan ignored, empty classes, the shards and an estimate of the output size;
@@ -22,7 +22,7 @@ from typing import Any
 
 from packer.backends import get_backend
 from packer.codecs import get_codec
-from packer.convert import DEFAULT_SHARD_SIZE, shard_name
+from packer.conversion import DEFAULT_SHARD_SIZE, shard_name
 from packer.imagefolder import ScanReport, scan_imagefolder
 from packer.planning import plan_shards
 from packer.sizes import format_size, parse_size
@@ -163,7 +163,7 @@ def plan_conversion(
 
     Empty classes are reported, not raised; ``would_fail_empty`` says whether the real conversion
     would refuse them (they exist and ``allow_empty`` is off). Arguments mean what they mean for
-    :func:`packer.convert.convert`.
+    :func:`packer.conversion.convert`.
 
     Raises:
         UnknownNameError: ``to`` or ``codec`` is not registered; the message lists the choices.

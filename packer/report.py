@@ -6,7 +6,7 @@ import os
 from collections import Counter
 from typing import Any
 
-from packer.convert import ConversionResult
+from packer.conversion import ConversionResult
 from packer.manifest import MANIFEST_NAME, Manifest
 from packer.sizes import format_size
 

@@ -14,7 +14,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from packer.backends import get_backend
@@ -25,7 +25,8 @@ from packer.errors import BadImageError, SourceError
 from packer.manifest import ShardEntry, SkippedFile
 from packer.sourcefile import UnpackableFile, read_source
 
-__all__ = ["RECEIPTS_DIR", "ShardResult", "ShardTask", "load_receipt", "write_shard"]
+__all__ = ["AssembleTask", "SegmentResult", "SegmentTask", "ShardResult", "ShardTask",
+           "assemble_shard", "load_receipt", "write_segment", "write_shard"]
 
 
 #: ``notify(event, relpath)``: ``"file"`` before a file is read (so a crash can be pinned on
@@ -51,6 +52,19 @@ class ShardTask:
     items: tuple[tuple[str, int, int], ...]
     fingerprint: str
     crashed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def shard(self) -> ShardTask:
+        """The shard this task writes: itself (the pool asks every task this)."""
+        return self
+
+    def run(self, notify: Notify) -> ShardResult:
+        """Do the work (in a worker process)."""
+        return write_shard(self, notify)
+
+    def with_crash(self, relpath: str, detail: str) -> ShardTask:
+        """The same task, with ``relpath`` known to crash the decoder: it is skipped."""
+        return replace(self, crashed={**self.crashed, relpath: detail})
 
 
 @dataclass(frozen=True)
@@ -119,44 +133,55 @@ def _pack_bytes(task: ShardTask, relpath: str, size: int) -> bytes:
     return codec.encode(data, check=task.check, max_pixels=task.max_pixels)
 
 
-def write_shard(task: ShardTask, notify: Notify) -> ShardResult:
-    """Pack ``task`` into ``DST/<name>`` and its receipt; see the module docstring.
+@dataclass
+class _Packed:
+    """What packing a run of items produced, in order."""
 
-    Raises:
-        BadImageError: under ``strict``, the first file that cannot be packed.
-        SourceError: a source file vanished, changed or could not be read (I/O error).
-        ShardError, OSError: the shard could not be written (disk full, read-only, ...).
-    """
-    backend = get_backend(task.backend)
-    tmp_path = os.path.join(task.staging, f"{task.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
-    relpaths: list[str] = []
-    targets: list[int] = []
-    skipped: list[SkippedFile] = []
-    bytes_in = 0
-    with backend.writer(tmp_path, capacity=max(task.planned_bytes, 1)) as writer:
-        for relpath, label, size in task.items:
-            notify("file", relpath)
-            if relpath in task.crashed:
-                bad = UnpackableFile("decode_error", task.crashed[relpath])
+    relpaths: list[str] = field(default_factory=list)
+    targets: list[int] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    bytes_in: int = 0
+
+
+def _pack_items(task: ShardTask, items: tuple[tuple[str, int, int], ...],
+                sink: Callable[[bytes], object], notify: Notify) -> _Packed:
+    """Read, check and encode ``items`` in order, handing each payload to ``sink``."""
+    packed = _Packed()
+    for relpath, label, size in items:
+        notify("file", relpath)
+        if relpath in task.crashed:
+            bad = UnpackableFile("decode_error", task.crashed[relpath])
+        else:
+            try:
+                payload = _pack_bytes(task, relpath, size)
+            except UnpackableFile as err:
+                bad = err
             else:
-                try:
-                    payload = _pack_bytes(task, relpath, size)
-                except UnpackableFile as err:
-                    bad = err
-                else:
-                    writer.write(payload)
-                    relpaths.append(relpath)
-                    targets.append(label)
-                    bytes_in += size
-                    notify("packed", relpath)
-                    continue
-            if task.strict:
-                raise BadImageError(f"{os.path.join(task.src, relpath)!r} cannot be packed: "
-                                    f"{bad.reason} ({bad.detail}). Fix or remove the file, or "
-                                    "convert without --strict to skip and list it.",
-                                    path=relpath, reason=bad.reason)
-            skipped.append(SkippedFile(relpath, bad.reason, bad.detail))
-            notify("skipped", relpath)
+                sink(payload)
+                packed.relpaths.append(relpath)
+                packed.targets.append(label)
+                packed.sizes.append(len(payload))
+                packed.bytes_in += size
+                notify("packed", relpath)
+                continue
+        if task.strict:
+            raise BadImageError(f"{os.path.join(task.src, relpath)!r} cannot be packed: "
+                                f"{bad.reason} ({bad.detail}). Fix or remove the file, or "
+                                "convert without --strict to skip and list it.",
+                                path=relpath, reason=bad.reason)
+        packed.skipped.append(SkippedFile(relpath, bad.reason, bad.detail))
+        notify("skipped", relpath)
+    return packed
+
+
+def _temporary(task: ShardTask, what: str) -> str:
+    """A staging path no other attempt uses (a dead worker's leftovers never collide)."""
+    return os.path.join(task.staging, f"{task.name}{what}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+
+
+def _publish(task: ShardTask, tmp_path: str, packed: _Packed) -> ShardResult:
+    """Hash the written shard, rename it into DST, fsync, then write its receipt."""
     try:
         checksum, num_bytes = sha256_file(tmp_path), os.path.getsize(tmp_path)
         os.replace(tmp_path, os.path.join(task.dst, task.name))
@@ -166,9 +191,108 @@ def write_shard(task: ShardTask, notify: Notify) -> ShardResult:
         raise
     fsync_dir(task.dst)
     first = -1  # global numbering is only known once every earlier shard is done
-    result = ShardResult(ShardEntry(task.name, first, len(relpaths), num_bytes, checksum),
-                         tuple(relpaths), tuple(targets), tuple(skipped), bytes_in, task.fingerprint)
+    result = ShardResult(ShardEntry(task.name, first, len(packed.relpaths), num_bytes, checksum),
+                         tuple(packed.relpaths), tuple(packed.targets), tuple(packed.skipped),
+                         packed.bytes_in, task.fingerprint)
     os.makedirs(os.path.join(task.dst, RECEIPTS_DIR), exist_ok=True)
     receipt = result.to_json().encode("utf-8", "surrogateescape")
     atomic_write_bytes(_receipt_path(task.dst, task.name), receipt)
     return result
+
+
+def write_shard(task: ShardTask, notify: Notify) -> ShardResult:
+    """Pack ``task`` into ``DST/<name>`` and its receipt; see the module docstring.
+
+    Raises:
+        BadImageError: under ``strict``, the first file that cannot be packed.
+        SourceError: a source file vanished, changed or could not be read (I/O error).
+        ShardError, OSError: the shard could not be written (disk full, read-only, ...).
+    """
+    tmp_path = _temporary(task, "")
+    with get_backend(task.backend).writer(tmp_path, capacity=max(task.planned_bytes, 1)) as writer:
+        packed = _pack_items(task, task.items, writer.write, notify)
+    return _publish(task, tmp_path, packed)
+
+
+@dataclass(frozen=True)
+class SegmentResult:
+    """Payloads of one segment, back to back in a staging file, with what they are."""
+
+    shard: int
+    segment: int
+    path: str
+    packed: _Packed
+
+
+def write_segment(task: SegmentTask, notify: Notify) -> SegmentResult:
+    """Pack items ``start:stop`` of a shard into a staging file (no shard is written yet).
+
+    Used when there are fewer shards than workers: the segments of a shard are packed in
+    parallel, then :func:`assemble_shard` writes the shard from them, byte for byte what
+    :func:`write_shard` would have written.
+    """
+    shard = task.shard
+    path = _temporary(shard, f".segment-{task.segment:04d}")
+    try:
+        with open(path, "wb") as spill:
+            packed = _pack_items(shard, shard.items[task.start:task.stop], spill.write, notify)
+    except BaseException:
+        if os.path.exists(path):
+            os.unlink(path)
+        raise
+    return SegmentResult(shard.index, task.segment, path, packed)
+
+
+def assemble_shard(task: AssembleTask, notify: Notify) -> ShardResult:
+    """Write a shard from its packed segments, in order, then publish it like write_shard."""
+    shard = task.shard
+    tmp_path = _temporary(shard, "")
+    whole = _Packed()
+    with get_backend(shard.backend).writer(tmp_path, capacity=max(shard.planned_bytes, 1)) as writer:
+        for segment in task.segments:
+            with open(segment.path, "rb") as spill:
+                for size in segment.packed.sizes:
+                    writer.write(spill.read(size))
+            whole.relpaths += segment.packed.relpaths
+            whole.targets += segment.packed.targets
+            whole.skipped += segment.packed.skipped
+            whole.sizes += segment.packed.sizes
+            whole.bytes_in += segment.packed.bytes_in
+    result = _publish(shard, tmp_path, whole)
+    for segment in task.segments:
+        os.unlink(segment.path)
+    return result
+
+
+@dataclass(frozen=True)
+class SegmentTask:
+    """Items ``start:stop`` of ``shard``, packed into a staging file by one worker."""
+
+    shard: ShardTask
+    segment: int
+    start: int
+    stop: int
+
+    def run(self, notify: Notify) -> SegmentResult:
+        """Do the work (in a worker process)."""
+        return write_segment(self, notify)
+
+    def with_crash(self, relpath: str, detail: str) -> SegmentTask:
+        """The same task, with ``relpath`` known to crash the decoder."""
+        return replace(self, shard=self.shard.with_crash(relpath, detail))
+
+
+@dataclass(frozen=True)
+class AssembleTask:
+    """Write ``shard`` from its finished segments."""
+
+    shard: ShardTask
+    segments: tuple[SegmentResult, ...]
+
+    def run(self, notify: Notify) -> ShardResult:
+        """Do the work (in a worker process)."""
+        return assemble_shard(self, notify)
+
+    def with_crash(self, relpath: str, detail: str) -> AssembleTask:
+        """Assembly decodes nothing, so a crash cannot be pinned on a file."""
+        raise ValueError(f"assembling {self.shard.name} decodes no file")

@@ -1,7 +1,9 @@
-"""Run shard tasks in worker processes, one shard per worker at a time.
+"""Run conversion tasks in worker processes, one task per worker at a time.
 
-Each worker is a long-lived process fed one :class:`ShardTask` at a time over its own pipe, so
-the coordinator always knows which shard, and which file, every worker is on. That is what
+A task writes a whole shard (:class:`ShardTask`), or, when there are fewer shards than workers,
+packs one segment of a shard (:class:`SegmentTask`) or assembles a shard from its segments
+(:class:`AssembleTask`). Each worker is a long-lived process fed one task at a time over its
+own pipe, so the coordinator always knows which shard, and which file, every worker is on. That is what
 makes failures precise:
 
 * a worker that dies by a signal other than SIGKILL (a decoder segfault or abort) is blamed on
@@ -12,8 +14,10 @@ makes failures precise:
 * an error inside a worker (disk full, unreadable source, a bad file under ``strict``) ends the
   run with that error; shards already renamed into DST stay for ``--resume``.
 
-Workers start with ``spawn`` (no inherited locks, threads or handles), die with the coordinator
-(``PR_SET_PDEATHSIG`` on Linux) and ignore SIGINT, which only the coordinator handles.
+Workers start with ``fork`` when the coordinator runs a single thread (the command line; the
+fork handler closes any open shard readers first) and with ``spawn`` otherwise, so no lock held
+by another thread is ever inherited. They die with the coordinator (``PR_SET_PDEATHSIG`` on
+Linux) and ignore SIGINT, which only the coordinator handles.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ import errno
 import multiprocessing
 import os
 import signal
+import sys
+import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -39,12 +45,22 @@ from packer.errors import (
     PackerError,
     SourceError,
 )
-from packer.shardwork import ShardResult, ShardTask, write_shard
+from packer.shardwork import AssembleTask, SegmentTask, ShardTask
 
 __all__ = ["START_METHOD", "run_shard_tasks"]
 
-#: How worker processes start; tests switch to "fork" to inject faults by monkeypatching.
-START_METHOD = "spawn"
+#: How worker processes start. None picks "fork" when this process runs a single thread on
+#: Linux (fast, and safe without other threads) and "spawn" otherwise; tests set "fork" to
+#: inject faults by monkeypatching.
+START_METHOD: str | None = None
+
+
+def _start_method() -> str:
+    if START_METHOD is not None:
+        return START_METHOD
+    if sys.platform.startswith("linux") and threading.active_count() == 1:
+        return "fork"
+    return "spawn"
 
 _PR_SET_PDEATHSIG = 1
 
@@ -69,7 +85,7 @@ def _worker_main(conn: Connection) -> None:
         if task is None:
             return
         try:
-            result = write_shard(task, lambda event, relpath: conn.send((event, relpath)))
+            result = task.run(lambda event, relpath: conn.send((event, relpath)))
         except BadImageError as err:
             conn.send(("error", "bad_image", str(err), err.path, err.reason))
         except PackerError as err:
@@ -97,11 +113,16 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+Task = ShardTask | SegmentTask | AssembleTask
+#: Called with each finished task's result; returns the tasks it makes possible (assembly).
+OnResult = Callable[[Any], Iterable[Task]]
+
+
 @dataclass
 class _Slot:
     process: multiprocessing.process.BaseProcess
     conn: Connection
-    task: ShardTask | None = None
+    task: Task | None = None
     current: str = ""
     packed: int = 0
     skipped: int = 0
@@ -114,9 +135,9 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def _task_error(task: ShardTask, kind: str, message: str, path: str, reason: str) -> PackerError:
+def _task_error(task: Task, kind: str, message: str, path: str, reason: str) -> PackerError:
     """Rebuild a worker's error in the coordinator, with the shard and the way to go on."""
-    where = f"{task.name} in {task.dst!r}"
+    where = f"{task.shard.name} in {task.shard.dst!r}"
     if kind == "bad_image":
         return BadImageError(message, path=path, reason=reason)
     if kind == "SourceError":
@@ -140,7 +161,7 @@ class _Pool:
     """The coordinator's view of the workers; see the module docstring."""
 
     def __init__(self, workers: int, on_event: Callable[[str, str], None]) -> None:
-        self._context: Any = multiprocessing.get_context(START_METHOD)
+        self._context: Any = multiprocessing.get_context(_start_method())
         self._slots: list[_Slot] = []
         self._on_event = on_event
         for _ in range(workers):
@@ -155,7 +176,7 @@ class _Pool:
         child.close()
         return _Slot(process, parent)
 
-    def run(self, tasks: Iterable[ShardTask], on_result: Callable[[ShardResult], None]) -> None:
+    def run(self, tasks: Iterable[Task], on_result: OnResult) -> None:
         pending = deque(tasks)
         while pending or any(slot.task for slot in self._slots):
             for slot in self._slots:
@@ -166,14 +187,14 @@ class _Pool:
             ready = wait(waitables)
             for index, slot in enumerate(list(self._slots)):
                 if slot.conn in ready or slot.process.sentinel in ready:
-                    self._drain(slot, on_result)
+                    self._drain(slot, on_result, pending)
                 if slot.process.sentinel in ready or not slot.process.is_alive():
                     retry = self._died(slot)
                     self._slots[index] = self._start()
                     if retry is not None:
                         pending.appendleft(retry)
 
-    def _drain(self, slot: _Slot, on_result: Callable[[ShardResult], None]) -> None:
+    def _drain(self, slot: _Slot, on_result: OnResult, pending: deque[Task]) -> None:
         while slot.conn.poll():
             try:
                 message = slot.conn.recv()
@@ -182,7 +203,7 @@ class _Pool:
             kind = message[0]
             if kind == "result":
                 slot.task = None
-                on_result(message[1])
+                pending.extend(on_result(message[1]))
             elif kind == "error":
                 if slot.task is None:
                     raise ConversionError(f"worker error outside a task: {message[2]}")
@@ -196,7 +217,7 @@ class _Pool:
                     slot.skipped += 1
                 self._on_event(kind, message[1])
 
-    def _died(self, slot: _Slot) -> ShardTask | None:
+    def _died(self, slot: _Slot) -> Task | None:
         """Handle a dead worker; return its task to redo, if the death was a decoder crash."""
         slot.process.join()
         code = slot.process.exitcode or 0
@@ -205,23 +226,24 @@ class _Pool:
             if code == 0:
                 return None
             raise ConversionError(f"A conversion worker exited with code {code} between tasks.")
-        where = f"{task.name} (file {slot.current!r})" if slot.current else task.name
+        shard = task.shard
+        where = f"{shard.name} (file {slot.current!r})" if slot.current else shard.name
         if code == -signal.SIGKILL:
             raise ConversionError(
                 f"A conversion worker was killed (SIGKILL, most likely the out-of-memory killer) "
-                f"while packing {where} into {task.dst!r}. Use fewer --workers or free memory, "
+                f"while packing {where} into {shard.dst!r}. Use fewer --workers or free memory, "
                 "then run the same command with --resume.")
-        if code >= 0 or not slot.current:
+        if code >= 0 or not slot.current or isinstance(task, AssembleTask):
             raise ConversionError(f"A conversion worker exited unexpectedly (code {code}) while "
                                   f"packing {where}; run the same command with --resume.")
         detail = f"the decoder crashed the worker process ({_signal_name(code)})"
-        if task.strict:
-            raise BadImageError(f"{os.path.join(task.src, slot.current)!r} cannot be packed: "
+        if shard.strict:
+            raise BadImageError(f"{os.path.join(shard.src, slot.current)!r} cannot be packed: "
                                 f"decode_error ({detail}). Fix or remove the file, or convert "
                                 "without --strict to skip and list it.",
                                 path=slot.current, reason="decode_error")
         self._on_event("retry", f"{slot.packed} {slot.skipped}")
-        return replace(task, crashed={**task.crashed, slot.current: detail})
+        return task.with_crash(slot.current, detail)
 
     def close(self, *, force: bool) -> None:
         """Stop every worker: politely when done, at once after an error or Ctrl-C."""
@@ -241,14 +263,14 @@ class _Pool:
             slot.conn.close()
 
 
-def run_shard_tasks(tasks: list[ShardTask], *, workers: int,
-                    on_event: Callable[[str, str], None],
-                    on_result: Callable[[ShardResult], None]) -> None:
+def run_shard_tasks(tasks: list[Task], *, workers: int, on_event: Callable[[str, str], None],
+                    on_result: OnResult) -> None:
     """Run ``tasks`` on up to ``workers`` processes; see the module docstring.
 
     ``on_event(kind, detail)`` sees ``file``/``packed``/``skipped`` per source file and
     ``retry`` (detail ``"<packed> <skipped>"`` already counted for the shard being redone);
-    ``on_result`` gets each finished shard, in completion order.
+    ``on_result`` gets each finished task's result, in completion order, and returns the
+    tasks that result makes possible (the assembly of a shard whose segments are all done).
 
     Raises:
         ConversionInterrupted: Ctrl-C; workers are stopped at once.

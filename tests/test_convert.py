@@ -192,8 +192,9 @@ def test_lighter_checks_pack_more(broken_tree: Path, tmp_path: Path, backend: Ba
 def test_strict_raises_naming_the_file_and_leaves_an_incomplete_dst(
         broken_tree: Path, tmp_path: Path, backend: Backend) -> None:
     dst = tmp_path / "dst"
+    # One worker: with several, "first" is the first bad file any worker meets.
     with pytest.raises(BadImageError, match="bomb.png") as info:
-        convert(broken_tree, dst, to=backend.name, strict=True, max_pixels=1500)
+        convert(broken_tree, dst, to=backend.name, strict=True, max_pixels=1500, workers=1)
     assert info.value.path == "bad/bomb.png"
     assert info.value.reason == "decompression_bomb"
     assert isinstance(info.value, SourceError)
@@ -213,7 +214,10 @@ def test_strict_on_a_clean_tree_converts(standard_tree: Path, tmp_path: Path,
 
 _DROP_DAC = DROP_DAC_PRELUDE + textwrap.dedent("""
     src, dst, backend = sys.argv[1:4]
-    import packer
+    import packer, packer.workers
+    # Spawned workers exec python afresh, and root regains its capabilities on exec: fork
+    # keeps the dropped ones.
+    packer.workers.START_METHOD = "fork"
     packer.convert(src, dst, to=backend)
     print("CONVERTED")
 """)

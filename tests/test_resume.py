@@ -66,8 +66,8 @@ def _killed_run(src: Path, dst: Path, backend: str, patch: str,
     """Run `packer convert` in a child that applies ``patch`` (Python) first."""
     code = textwrap.dedent(f"""
         import os, signal, sys
-        import packer.convert, packer.manifest
-        conv, man = sys.modules["packer.convert"], sys.modules["packer.manifest"]
+        import packer.conversion, packer.manifest
+        conv, man = sys.modules["packer.conversion"], sys.modules["packer.manifest"]
         def die():
             os.kill(os.getpid(), signal.SIGKILL)
         {textwrap.indent(textwrap.dedent(patch), '        ').strip()}
@@ -89,16 +89,17 @@ KILL_POINTS = {
             die()
         conv.start_destination = patched
     """,
-    # after the second finished shard came back from the workers
+    # after the second finished task (a shard, or a segment of one) came back from the workers
     "mid": """
         run = conv.run_shard_tasks
         def patched(tasks, *, workers, on_event, on_result):
             seen = []
             def result(r):
-                on_result(r)
+                follow_ups = on_result(r)
                 seen.append(r)
                 if len(seen) == 2:
                     die()
+                return follow_ups
             return run(tasks, workers=workers, on_event=on_event, on_result=result)
         conv.run_shard_tasks = patched
     """,
@@ -159,7 +160,9 @@ def test_killed_from_outside_mid_run_then_resumed(tmp_path: Path) -> None:
                              "--to", "lmdb", "--shard-size", SHARD_SIZE, "--workers", "1", "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 120
-    while not list(dst.glob("shard-*")) and proc.poll() is None and time.monotonic() < deadline:
+    # A shard counts as finished once its receipt is written (right after its rename).
+    while (not list(dst.glob(".receipts/*.json")) and proc.poll() is None
+           and time.monotonic() < deadline):
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGKILL)  # the coordinator and its workers, like a preempted node
     proc.wait()
@@ -252,3 +255,50 @@ def test_plain_rerun_over_partial_dst_changes_nothing(tmp_path: Path) -> None:
     with pytest.raises(OutputExistsError, match="interrupted conversion.*--resume.*--overwrite"):
         packer.convert(src, dst, to="lmdb", shard_size=SHARD_SIZE)
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in dst.rglob("*") if p.is_file()} == before
+
+
+def test_one_shard_is_packed_in_segments_with_the_same_bytes(tmp_path: Path, backend: Backend) -> None:
+    src = _tree(tmp_path / "src")
+    one = packer.convert(src, tmp_path / "one", to=backend.name, workers=1)
+    three = packer.convert(src, tmp_path / "three", to=backend.name, workers=3)
+    assert len(one.manifest.shards) == 1  # the default shard size holds the whole tree
+    _assert_same_dataset(tmp_path / "three", tmp_path / "one")
+    assert not (tmp_path / "three" / ".tmp").exists()
+
+
+def test_segments_plan_covers_every_item_once() -> None:
+    from packer.scheduling import SEGMENTS_PER_WORKER, make_tasks
+    from packer.shardwork import SegmentTask, ShardTask
+
+    items = tuple((f"c/{i}.jpg", 0, 100 + i) for i in range(50))
+    shard = ShardTask(0, "shard-00000.lmdb", "/src", "/dst", "/dst/.tmp", "lmdb", "original",
+                      "full", 10, False, sum(s for _, _, s in items), items, "fp")
+    assert make_tasks([shard], 1) == [shard]
+    tasks = make_tasks([shard], 2)
+    assert all(isinstance(t, SegmentTask) for t in tasks)
+    assert len(tasks) == pytest.approx(2 * SEGMENTS_PER_WORKER, abs=1)
+    covered = [i for t in tasks if isinstance(t, SegmentTask) for i in range(t.start, t.stop)]
+    assert covered == list(range(50))
+
+
+def test_spawned_workers_give_the_same_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from packer import workers
+
+    src = _tree(tmp_path / "src")
+    monkeypatch.setattr(workers, "START_METHOD", "fork")
+    packer.convert(src, tmp_path / "fork", to="lmdb", shard_size=SHARD_SIZE, workers=2)
+    monkeypatch.setattr(workers, "START_METHOD", "spawn")
+    packer.convert(src, tmp_path / "spawn", to="lmdb", shard_size=SHARD_SIZE, workers=2)
+    _assert_same_dataset(tmp_path / "spawn", tmp_path / "fork")
+
+
+def test_start_method_follows_the_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    from packer import workers
+
+    monkeypatch.setattr(workers, "START_METHOD", None)
+    monkeypatch.setattr(workers.threading, "active_count", lambda: 1)
+    assert workers._start_method() == "fork"
+    monkeypatch.setattr(workers.threading, "active_count", lambda: 3)  # e.g. torch's threads
+    assert workers._start_method() == "spawn"
+    monkeypatch.setattr(workers, "START_METHOD", "forkserver")
+    assert workers._start_method() == "forkserver"

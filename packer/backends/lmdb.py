@@ -12,7 +12,9 @@ On-disk layout of ``shard-NNNNN.lmdb`` (format version 1):
 
 Writing batches many records per transaction (one commit per record is 20-80x slower), checks
 the result of every ``put(append=True)`` (a refused put is otherwise silent), sizes the map from
-the planned bytes and doubles it on ``MapFullError``. Readers open ``readonly=True, lock=False``
+the planned bytes and doubles it on ``MapFullError``. Commits are not synced one by one: the
+file is synced once when the shard is closed (a half-written shard lives in the staging area
+and is never used, so per-commit durability would only cost time). Readers open ``readonly=True, lock=False``
 so read-only and shared storage work and nothing is ever written next to the data.
 """
 
@@ -49,8 +51,8 @@ class LMDBShardWriter(ShardWriter):
         self._map_size = capacity + capacity // 8 + (16 << 20)
         try:
             self._env: lmdb.Environment | None = lmdb.open(
-                path, subdir=False, map_size=self._map_size, lock=False, sync=True,
-                metasync=True, meminit=True, readahead=False, max_dbs=0)
+                path, subdir=False, map_size=self._map_size, lock=False, sync=False,
+                metasync=False, meminit=True, readahead=False, max_dbs=0)
         except lmdb.Error as err:
             raise ShardError(f"Cannot create LMDB shard {path!r}: {err}") from err
 

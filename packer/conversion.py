@@ -1,5 +1,7 @@
 """Convert an ImageFolder tree into a packed dataset: scan, plan, write shards in parallel, commit.
 
+(The module is ``conversion``, not ``convert``, so that ``packer.convert`` is always the function.)
+
 The order of events is the crash-safety contract: DST is checked (nothing touched), SRC is
 scanned and planned, DST is marked "in progress" with the plan's fingerprint, worker processes
 write whole shards (each under ``DST/.tmp``, fsynced, hashed, renamed into place, then given a
@@ -38,6 +40,7 @@ from packer.manifest import Manifest, ScanInfo, ShardEntry
 from packer.planning import plan_shards
 from packer.resume import check_resumable, keep_finished_shards, plan_fingerprint
 from packer.sample_index import write_sample_index
+from packer.scheduling import Collector, make_tasks
 from packer.shardwork import ShardResult, ShardTask, shard_fingerprint
 from packer.sizes import parse_size
 from packer.workers import run_shard_tasks
@@ -135,7 +138,8 @@ def convert(
         check: ``"full"`` decodes every image once, ``"header"`` only opens it, ``"none"``
             trusts the files.
         max_pixels: Images with more pixels are skipped as ``decompression_bomb``.
-        strict: Stop at the first file that cannot be packed instead of skipping it.
+        strict: Stop at the first file that cannot be packed instead of skipping it (with
+            several workers, the first one any worker meets).
         overwrite: Replace an existing packer dataset or interrupted conversion at ``dst``.
         resume: Finish an interrupted conversion of the same source with the same options,
             keeping its finished shards; on a complete one, do nothing; on an empty ``dst``,
@@ -198,23 +202,25 @@ def convert(
     except OSError as err:
         raise OutputError(f"Cannot write to {dst_path!r}: {err.strerror or err}. Choose a writable "
                           "destination, or fix its permissions and run again.") from err
-    tasks = [ShardTask(p.index, names[p.index], src_path, dst_path, staging, backend.name,
-                       chosen_codec.name, check, max_pixels, strict, p.planned_bytes,
-                       items[p.index], fingerprints[p.index])
-             for p in plans if p.index not in kept]
-    results: dict[int, ShardResult] = dict(kept)
+    shard_tasks = [ShardTask(p.index, names[p.index], src_path, dst_path, staging, backend.name,
+                             chosen_codec.name, check, max_pixels, strict, p.planned_bytes,
+                             items[p.index], fingerprints[p.index])
+                   for p in plans if p.index not in kept]
+    workers = workers or default_workers()
+    tasks = make_tasks(shard_tasks, workers)
+    collect = Collector(tasks)
     bar = _Bar(len(index.items), enabled=progress,
                desc=f"packing {os.path.basename(src_path) or src_path}")
     try:
         for result in kept.values():
             bar.kept(result)
-        run_shard_tasks(tasks, workers=workers or default_workers(), on_event=bar.event,
-                        on_result=lambda r: results.__setitem__(_index_of(r, names), r))
+        run_shard_tasks(tasks, workers=workers, on_event=bar.event, on_result=collect)
     except BaseException:
         discard_staging(dst_path)
         raise
     finally:
         bar.close()
+    results = {**kept, **collect.shards}
     try:
         manifest = _write_manifest(dst_path, src_path, index,
                                    [results[i] for i in range(len(plans))], options, fingerprint,
@@ -228,10 +234,6 @@ def convert(
     bytes_in = sum(r.bytes_in for i, r in results.items() if i not in kept)
     return ConversionResult(dst_path, manifest, len(index.items), seconds, bytes_in,
                             resumed_shards=len(kept))
-
-
-def _index_of(result: ShardResult, names: list[str]) -> int:
-    return names.index(result.entry.path)
 
 
 def _already_complete(dst: str, fingerprint: str, found: int, started: float) -> ConversionResult:
