@@ -131,7 +131,9 @@ def check_image(data: bytes, *, check: str, max_pixels: int) -> None:
                                  f"over the limit of {max_pixels} (raise it with --max-pixels)")
         if check == "full":
             try:
-                image.convert("RGB")
+                image.load()
+                if image.mode != "RGB":  # prove the RGB conversion readers do works too
+                    image.convert("RGB")
             except Exception as err:  # decoders raise OSError, SyntaxError, ValueError, ...
                 raise _unpackable(err) from None
     for warning in caught:

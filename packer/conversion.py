@@ -83,25 +83,30 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+class _ThreadlessTqdm(tqdm):  # type: ignore[misc]
+    """tqdm without its monitor thread: a thread would make workers start by (slow) spawn
+    instead of fork (see packer.workers); this bar does not need the monitor."""
+
+    monitor_interval = 0
+
+
 class _Bar:
     """One progress bar for the run: it ends at the number of samples packed."""
 
     def __init__(self, total: int, *, enabled: bool, desc: str) -> None:
-        self._bar = tqdm(total=total, unit="img", disable=None if enabled else True, desc=desc,
-                         dynamic_ncols=True)
+        self._bar = _ThreadlessTqdm(total=total, unit="img", disable=None if enabled else True,
+                                    desc=desc, dynamic_ncols=True)
 
     def kept(self, result: ShardResult) -> None:
         self._bar.total -= len(result.skipped)
         self._bar.update(len(result.relpaths))
 
     def event(self, kind: str, detail: str) -> None:
-        if kind == "packed":
-            self._bar.update(1)
-        elif kind == "skipped":
-            self._bar.total -= 1
-            self._bar.refresh()
-        elif kind == "retry":  # a shard is redone: take back what it had counted
-            packed, skipped = (int(x) for x in detail.split())
+        packed, skipped = (int(x) for x in detail.split())
+        if kind == "progress":
+            self._bar.total -= skipped
+            self._bar.update(packed)
+        elif kind == "retry":  # a task is redone: take back what it had counted
             self._bar.total += skipped
             self._bar.update(-packed)
 
@@ -216,6 +221,7 @@ def convert(
             bar.kept(result)
         run_shard_tasks(tasks, workers=workers, on_event=bar.event, on_result=collect)
     except BaseException:
+        collect.abort()
         discard_staging(dst_path)
         raise
     finally:

@@ -2,23 +2,27 @@
 
 With at least as many shards to write as workers, each worker writes whole shards. With fewer
 (a small dataset, or the last shards of a resumed run) the shards are cut into segments packed
-in parallel and then assembled, so every worker has work; the bytes written are the same
-either way, so the output never depends on the number of workers.
+in parallel, and the coordinator writes each such shard from its segments in order as they
+come in, so every worker has work; the bytes written are the same either way, so the output
+never depends on the number of workers.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable
 
+from packer.errors import ShardError
 from packer.planning import plan_shards
-from packer.shardwork import AssembleTask, SegmentResult, SegmentTask, ShardResult, ShardTask
+from packer.shardwork import SegmentResult, SegmentTask, ShardAssembler, ShardResult, ShardTask
+from packer.workers import task_error
 
 __all__ = ["Collector", "SEGMENTS_PER_WORKER", "make_tasks"]
 
 #: Segments per worker when shards are too few: small enough pieces to balance the load.
 SEGMENTS_PER_WORKER = 4
 
-Task = ShardTask | SegmentTask | AssembleTask
+Task = ShardTask | SegmentTask
 
 
 def make_tasks(shards: list[ShardTask], workers: int) -> list[Task]:
@@ -42,27 +46,40 @@ def make_tasks(shards: list[ShardTask], workers: int) -> list[Task]:
 
 
 class Collector:
-    """Gathers results; when the last segment of a shard is in, asks for its assembly."""
+    """Gathers finished shards; writes segmented shards as their segments come in.
+
+    Writing happens here, in the coordinator, while the workers pack later segments. A write
+    failure (disk full, read-only) ends the run with the same one-line error a worker's gives.
+    """
 
     def __init__(self, tasks: list[Task]) -> None:
         self.shards: dict[int, ShardResult] = {}
-        self._expected: dict[int, int] = {}
-        self._segments: dict[int, list[SegmentResult]] = {}
-        self._owners: dict[int, ShardTask] = {}
         self._index_of = {task.shard.name: task.shard.index for task in tasks}
+        counts: dict[int, int] = {}
+        owners: dict[int, ShardTask] = {}
         for task in tasks:
             if isinstance(task, SegmentTask):
-                index = task.shard.index
-                self._expected[index] = self._expected.get(index, 0) + 1
-                self._owners[index] = task.shard
+                counts[task.shard.index] = counts.get(task.shard.index, 0) + 1
+                owners[task.shard.index] = task.shard
+        self._assemblers = {index: ShardAssembler(owners[index], count)
+                            for index, count in counts.items()}
 
     def __call__(self, result: ShardResult | SegmentResult) -> Iterable[Task]:
         if isinstance(result, ShardResult):
             self.shards[self._index_of[result.entry.path]] = result
             return ()
-        done = self._segments.setdefault(result.shard, [])
-        done.append(result)
-        if len(done) < self._expected[result.shard]:
-            return ()
-        ordered = tuple(sorted(done, key=lambda segment: segment.segment))
-        return (AssembleTask(self._owners[result.shard], ordered),)
+        assembler = self._assemblers[result.shard]
+        try:
+            finished = assembler.add(result)
+        except (OSError, ShardError) as err:
+            assembler.abort()
+            code = errno.errorcode.get(err.errno or 0, "") if isinstance(err, OSError) else ""
+            raise task_error(assembler.task, type(err).__name__, str(err), "", code) from err
+        if finished is not None:
+            self.shards[result.shard] = finished
+        return ()
+
+    def abort(self) -> None:
+        """Drop half-written segmented shards after a failure."""
+        for assembler in self._assemblers.values():
+            assembler.abort()

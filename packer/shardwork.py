@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from packer.backends import get_backend
+from packer.backends import ShardWriter, get_backend
 from packer.codecs import get_codec
 from packer.destination import RECEIPTS_DIR
 from packer.durable import atomic_write_bytes, fsync_dir, sha256_file
@@ -25,8 +25,8 @@ from packer.errors import BadImageError, SourceError
 from packer.manifest import ShardEntry, SkippedFile
 from packer.sourcefile import UnpackableFile, read_source
 
-__all__ = ["AssembleTask", "SegmentResult", "SegmentTask", "ShardResult", "ShardTask",
-           "assemble_shard", "load_receipt", "write_segment", "write_shard"]
+__all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardResult", "ShardTask",
+           "load_receipt", "write_segment", "write_shard"]
 
 
 #: ``notify(event, relpath)``: ``"file"`` before a file is read (so a crash can be pinned on
@@ -228,7 +228,7 @@ def write_segment(task: SegmentTask, notify: Notify) -> SegmentResult:
     """Pack items ``start:stop`` of a shard into a staging file (no shard is written yet).
 
     Used when there are fewer shards than workers: the segments of a shard are packed in
-    parallel, then :func:`assemble_shard` writes the shard from them, byte for byte what
+    parallel, then a :class:`ShardAssembler` writes the shard from them, byte for byte what
     :func:`write_shard` would have written.
     """
     shard = task.shard
@@ -243,25 +243,56 @@ def write_segment(task: SegmentTask, notify: Notify) -> SegmentResult:
     return SegmentResult(shard.index, task.segment, path, packed)
 
 
-def assemble_shard(task: AssembleTask, notify: Notify) -> ShardResult:
-    """Write a shard from its packed segments, in order, then publish it like write_shard."""
-    shard = task.shard
-    tmp_path = _temporary(shard, "")
-    whole = _Packed()
-    with get_backend(shard.backend).writer(tmp_path, capacity=max(shard.planned_bytes, 1)) as writer:
-        for segment in task.segments:
-            with open(segment.path, "rb") as spill:
-                for size in segment.packed.sizes:
-                    writer.write(spill.read(size))
-            whole.relpaths += segment.packed.relpaths
-            whole.targets += segment.packed.targets
-            whole.skipped += segment.packed.skipped
-            whole.sizes += segment.packed.sizes
-            whole.bytes_in += segment.packed.bytes_in
-    result = _publish(shard, tmp_path, whole)
-    for segment in task.segments:
+class ShardAssembler:
+    """Writes a segmented shard as its segments arrive, in order, then publishes it.
+
+    Runs in the coordinator while workers pack later segments, so writing overlaps decoding;
+    the bytes are exactly those :func:`write_shard` would have written.
+    """
+
+    def __init__(self, task: ShardTask, segments: int) -> None:
+        self.task = task
+        self._total = segments
+        self._next = 0
+        self._waiting: dict[int, SegmentResult] = {}
+        self._whole = _Packed()
+        self._tmp_path = _temporary(task, "")
+        self._writer: ShardWriter | None = None
+
+    def add(self, segment: SegmentResult) -> ShardResult | None:
+        """Take one finished segment; return the published shard once all are in."""
+        self._waiting[segment.segment] = segment
+        while self._next in self._waiting:
+            self._append(self._waiting.pop(self._next))
+            self._next += 1
+        if self._next < self._total:
+            return None
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+        return _publish(self.task, self._tmp_path, self._whole)
+
+    def _append(self, segment: SegmentResult) -> None:
+        if self._writer is None:
+            backend = get_backend(self.task.backend)
+            self._writer = backend.writer(self._tmp_path, capacity=max(self.task.planned_bytes, 1))
+        with open(segment.path, "rb") as spill:
+            for size in segment.packed.sizes:
+                self._writer.write(spill.read(size))
+        self._writer.sync()  # flush while workers still decode: less to wait for at close
         os.unlink(segment.path)
-    return result
+        whole, part = self._whole, segment.packed
+        whole.relpaths += part.relpaths
+        whole.targets += part.targets
+        whole.skipped += part.skipped
+        whole.sizes += part.sizes
+        whole.bytes_in += part.bytes_in
+
+    def abort(self) -> None:
+        """Drop the partial shard (the run failed elsewhere)."""
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None
 
 
 @dataclass(frozen=True)
@@ -280,19 +311,3 @@ class SegmentTask:
     def with_crash(self, relpath: str, detail: str) -> SegmentTask:
         """The same task, with ``relpath`` known to crash the decoder."""
         return replace(self, shard=self.shard.with_crash(relpath, detail))
-
-
-@dataclass(frozen=True)
-class AssembleTask:
-    """Write ``shard`` from its finished segments."""
-
-    shard: ShardTask
-    segments: tuple[SegmentResult, ...]
-
-    def run(self, notify: Notify) -> ShardResult:
-        """Do the work (in a worker process)."""
-        return assemble_shard(self, notify)
-
-    def with_crash(self, relpath: str, detail: str) -> AssembleTask:
-        """Assembly decodes nothing, so a crash cannot be pinned on a file."""
-        raise ValueError(f"assembling {self.shard.name} decodes no file")

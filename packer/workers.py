@@ -1,10 +1,9 @@
 """Run conversion tasks in worker processes, one task per worker at a time.
 
-A task writes a whole shard (:class:`ShardTask`), or, when there are fewer shards than workers,
-packs one segment of a shard (:class:`SegmentTask`) or assembles a shard from its segments
-(:class:`AssembleTask`). Each worker is a long-lived process fed one task at a time over its
-own pipe, so the coordinator always knows which shard, and which file, every worker is on. That is what
-makes failures precise:
+A task writes a whole shard (:class:`ShardTask`) or, when there are fewer shards than workers,
+packs one segment of a shard (:class:`SegmentTask`). Each worker is a long-lived process fed
+one task at a time over its own pipe, and writes the file it is on into shared memory, so the coordinator always knows
+which shard, and which file, every worker is on. That is what makes failures precise:
 
 * a worker that dies by a signal other than SIGKILL (a decoder segfault or abort) is blamed on
   the file it was reading: that file is skipped as ``decode_error`` (or, under ``strict``,
@@ -29,6 +28,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -45,9 +45,9 @@ from packer.errors import (
     PackerError,
     SourceError,
 )
-from packer.shardwork import AssembleTask, SegmentTask, ShardTask
+from packer.shardwork import SegmentTask, ShardTask
 
-__all__ = ["START_METHOD", "run_shard_tasks"]
+__all__ = ["START_METHOD", "run_shard_tasks", "task_error"]
 
 #: How worker processes start. None picks "fork" when this process runs a single thread on
 #: Linux (fast, and safe without other threads) and "spawn" otherwise; tests set "fork" to
@@ -73,8 +73,44 @@ def _die_with_parent() -> None:
         pass
 
 
-def _worker_main(conn: Connection) -> None:
-    """Loop: receive a task, write the shard, send events and the result back."""
+#: Longest relative path kept in a worker's "current file" slot (longer ones are cut).
+_CURRENT_BYTES = 4096
+#: How often a worker reports progress (a message per file would cost the coordinator a core).
+_PROGRESS_EVERY = 0.1
+
+
+class _Reporter:
+    """The worker's side of progress: counts, sent in batches, and the file it is on.
+
+    The current file lives in shared memory, not in messages, so the coordinator can name
+    the file a crashed worker was decoding at no cost per file.
+    """
+
+    def __init__(self, conn: Connection, current: Any) -> None:
+        self._conn, self._current = conn, current
+        self._packed = self._skipped = 0
+        self._sent = time.monotonic()
+
+    def __call__(self, event: str, relpath: str) -> None:
+        if event == "file":
+            self._current.value = relpath.encode("utf-8", "surrogateescape")[:_CURRENT_BYTES - 1]
+            return
+        if event == "packed":
+            self._packed += 1
+        else:
+            self._skipped += 1
+        if time.monotonic() - self._sent >= _PROGRESS_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._packed or self._skipped:
+            self._conn.send(("progress", f"{self._packed} {self._skipped}"))
+            self._packed = self._skipped = 0
+        self._sent = time.monotonic()
+
+
+def _worker_main(conn: Connection, current: Any) -> None:
+    """Loop: receive a task, write the shard, send progress and the result back."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
@@ -84,8 +120,11 @@ def _worker_main(conn: Connection) -> None:
             return
         if task is None:
             return
+        current.value = b""
+        report = _Reporter(conn, current)
         try:
-            result = task.run(lambda event, relpath: conn.send((event, relpath)))
+            result = task.run(report)
+            report.flush()
         except BadImageError as err:
             conn.send(("error", "bad_image", str(err), err.path, err.reason))
         except PackerError as err:
@@ -113,8 +152,8 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-Task = ShardTask | SegmentTask | AssembleTask
-#: Called with each finished task's result; returns the tasks it makes possible (assembly).
+Task = ShardTask | SegmentTask
+#: Called with each finished task's result; may return more tasks to run.
 OnResult = Callable[[Any], Iterable[Task]]
 
 
@@ -122,8 +161,8 @@ OnResult = Callable[[Any], Iterable[Task]]
 class _Slot:
     process: multiprocessing.process.BaseProcess
     conn: Connection
+    current_file: Any
     task: Task | None = None
-    current: str = ""
     packed: int = 0
     skipped: int = 0
 
@@ -135,8 +174,11 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def _task_error(task: Task, kind: str, message: str, path: str, reason: str) -> PackerError:
-    """Rebuild a worker's error in the coordinator, with the shard and the way to go on."""
+def task_error(task: Task, kind: str, message: str, path: str, reason: str) -> PackerError:
+    """Rebuild a worker's error in the coordinator, with the shard and the way to go on.
+
+    ``kind`` is the error's class name (or ``bad_image``/``bug``), ``reason`` an errno name.
+    """
     where = f"{task.shard.name} in {task.shard.dst!r}"
     if kind == "bad_image":
         return BadImageError(message, path=path, reason=reason)
@@ -169,19 +211,20 @@ class _Pool:
 
     def _start(self) -> _Slot:
         parent, child = self._context.Pipe()
-        process = self._context.Process(target=_worker_main, args=(child,), daemon=True,
+        current = self._context.RawArray(ctypes.c_char, _CURRENT_BYTES)
+        process = self._context.Process(target=_worker_main, args=(child, current), daemon=True,
                                         name="packer-convert-worker")
         with _sigint_ignored():  # a Ctrl-C while the worker boots must not print its traceback
             process.start()
         child.close()
-        return _Slot(process, parent)
+        return _Slot(process, parent, current)
 
     def run(self, tasks: Iterable[Task], on_result: OnResult) -> None:
         pending = deque(tasks)
         while pending or any(slot.task for slot in self._slots):
             for slot in self._slots:
                 if slot.task is None and pending:
-                    slot.task, slot.current, slot.packed, slot.skipped = pending.popleft(), "", 0, 0
+                    slot.task, slot.packed, slot.skipped = pending.popleft(), 0, 0
                     slot.conn.send(slot.task)
             waitables: list[Any] = [s.conn for s in self._slots] + [s.process.sentinel for s in self._slots]
             ready = wait(waitables)
@@ -207,14 +250,11 @@ class _Pool:
             elif kind == "error":
                 if slot.task is None:
                     raise ConversionError(f"worker error outside a task: {message[2]}")
-                raise _task_error(slot.task, *message[1:])
-            else:
-                if kind == "file":
-                    slot.current = message[1]
-                elif kind == "packed":
-                    slot.packed += 1
-                elif kind == "skipped":
-                    slot.skipped += 1
+                raise task_error(slot.task, *message[1:])
+            elif kind == "progress":
+                packed, skipped = (int(x) for x in message[1].split())
+                slot.packed += packed
+                slot.skipped += skipped
                 self._on_event(kind, message[1])
 
     def _died(self, slot: _Slot) -> Task | None:
@@ -222,28 +262,29 @@ class _Pool:
         slot.process.join()
         code = slot.process.exitcode or 0
         task = slot.task
+        current = slot.current_file.value.decode("utf-8", "surrogateescape")
         if task is None:
             if code == 0:
                 return None
             raise ConversionError(f"A conversion worker exited with code {code} between tasks.")
         shard = task.shard
-        where = f"{shard.name} (file {slot.current!r})" if slot.current else shard.name
+        where = f"{shard.name} (file {current!r})" if current else shard.name
         if code == -signal.SIGKILL:
             raise ConversionError(
                 f"A conversion worker was killed (SIGKILL, most likely the out-of-memory killer) "
                 f"while packing {where} into {shard.dst!r}. Use fewer --workers or free memory, "
                 "then run the same command with --resume.")
-        if code >= 0 or not slot.current or isinstance(task, AssembleTask):
+        if code >= 0 or not current:
             raise ConversionError(f"A conversion worker exited unexpectedly (code {code}) while "
                                   f"packing {where}; run the same command with --resume.")
         detail = f"the decoder crashed the worker process ({_signal_name(code)})"
         if shard.strict:
-            raise BadImageError(f"{os.path.join(shard.src, slot.current)!r} cannot be packed: "
+            raise BadImageError(f"{os.path.join(shard.src, current)!r} cannot be packed: "
                                 f"decode_error ({detail}). Fix or remove the file, or convert "
                                 "without --strict to skip and list it.",
-                                path=slot.current, reason="decode_error")
+                                path=current, reason="decode_error")
         self._on_event("retry", f"{slot.packed} {slot.skipped}")
-        return task.with_crash(slot.current, detail)
+        return task.with_crash(current, detail)
 
     def close(self, *, force: bool) -> None:
         """Stop every worker: politely when done, at once after an error or Ctrl-C."""
@@ -267,10 +308,11 @@ def run_shard_tasks(tasks: list[Task], *, workers: int, on_event: Callable[[str,
                     on_result: OnResult) -> None:
     """Run ``tasks`` on up to ``workers`` processes; see the module docstring.
 
-    ``on_event(kind, detail)`` sees ``file``/``packed``/``skipped`` per source file and
-    ``retry`` (detail ``"<packed> <skipped>"`` already counted for the shard being redone);
-    ``on_result`` gets each finished task's result, in completion order, and returns the
-    tasks that result makes possible (the assembly of a shard whose segments are all done).
+    ``on_event(kind, detail)`` sees ``progress`` (detail ``"<packed> <skipped>"`` since the
+    last report, a few times a second per worker) and ``retry`` (the same counts, already
+    reported for a task that is being redone after a decoder crash);
+    ``on_result`` gets each finished task's result, in completion order, and may return more
+    tasks to run.
 
     Raises:
         ConversionInterrupted: Ctrl-C; workers are stopped at once.

@@ -45,6 +45,10 @@ class ShardWriter(ABC):
             ShardError: the store refused or failed the write (the cause is chained).
         """
 
+    def sync(self) -> None:
+        """Push what was written so far towards stable storage now, so that :meth:`close`
+        has less left to wait for. Optional: backends that build the file at close skip it."""
+
     @abstractmethod
     def close(self) -> None:
         """Flush everything to stable storage and close the file."""

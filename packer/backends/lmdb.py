@@ -84,6 +84,17 @@ class LMDBShardWriter(ShardWriter):
         self._batch = []
         self._batch_bytes = 0
 
+    def sync(self) -> None:
+        """fsync what is committed so far. Commits themselves stay at their batch boundaries:
+        moving them would change the file's bytes, and the output must not depend on when
+        this is called (the assembler calls it between segments)."""
+        if self._env is None:
+            return
+        try:
+            self._env.sync(True)
+        except lmdb.Error as err:
+            raise ShardError(f"Writing LMDB shard {self.path!r} failed: {err}") from err
+
     def close(self) -> None:
         """Commit what is queued, sync and close."""
         if self._env is None:
