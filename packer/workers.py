@@ -2,8 +2,8 @@
 
 A task writes a whole shard (:class:`ShardTask`) or, when there are fewer shards than workers,
 packs one segment of a shard (:class:`SegmentTask`). Each worker is a long-lived process fed
-one task at a time over its own pipe, and writes the file it is on into shared memory, so the coordinator always knows
-which shard, and which file, every worker is on. That is what makes failures precise:
+one task at a time over its own pipe, and writes the file it is on into shared memory, so the
+coordinator always knows which shard, and which file, every worker is on. That is what makes failures precise:
 
 * a worker that dies by a signal other than SIGKILL (a decoder segfault or abort) is blamed on
   the file it was reading: that file is skipped as ``decode_error`` (or, under ``strict``,

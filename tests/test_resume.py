@@ -262,7 +262,8 @@ def test_one_shard_is_packed_in_segments_with_the_same_bytes(tmp_path: Path,
     src = _tree(tmp_path / "src")
     one = packer.convert(src, tmp_path / "one", to=backend.name, workers=1)
     three = packer.convert(src, tmp_path / "three", to=backend.name, workers=3)
-    assert len(one.manifest.shards) == len(three.manifest.shards) == 1  # the default shard size holds the whole tree
+    # The default shard size holds the whole tree: one shard, packed in segments by 3 workers.
+    assert len(one.manifest.shards) == len(three.manifest.shards) == 1
     _assert_same_dataset(tmp_path / "three", tmp_path / "one")
     assert not (tmp_path / "three" / ".tmp").exists()
 

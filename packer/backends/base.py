@@ -45,7 +45,7 @@ class ShardWriter(ABC):
             ShardError: the store refused or failed the write (the cause is chained).
         """
 
-    def sync(self) -> None:
+    def sync(self) -> None:  # noqa: B027 - optional hook, a no-op unless a backend needs it
         """Push what was written so far towards stable storage now, so that :meth:`close`
         has less left to wait for. Optional: backends that build the file at close skip it."""
 
