@@ -134,7 +134,8 @@ def info(dst: str, as_json: bool) -> None:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def verify(dst: str, deep: bool, src: str | None, as_json: bool, quiet: bool) -> None:
     """Check that the dataset DST is whole: sizes and checksums of every file (exit 1 if not)."""
-    from packer.verify import format_verify, verify_dataset
+    from packer.report import format_verify
+    from packer.verify import verify_dataset
 
     report = verify_dataset(dst, deep=deep, against=src, progress=not quiet and not as_json)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else format_verify(report))

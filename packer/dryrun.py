@@ -25,6 +25,7 @@ from packer.codecs import get_codec
 from packer.conversion import DEFAULT_SHARD_SIZE, shard_name
 from packer.imagefolder import ScanReport, scan_imagefolder
 from packer.planning import plan_shards
+from packer.report import append_listing
 from packer.sizes import format_size, parse_size
 
 __all__ = ["ConversionPlan", "PlannedShard", "format_plan", "plan_conversion"]
@@ -211,12 +212,7 @@ def plan_conversion(
 
 
 def _listed(lines: list[str], title: str, entries: Sequence[str]) -> None:
-    if not entries:
-        return
-    lines.append(f"{title} ({len(entries)}):")
-    lines.extend(f"  {entry}" for entry in entries[:_MAX_LISTED])
-    if len(entries) > _MAX_LISTED:
-        lines.append(f"  ... and {len(entries) - _MAX_LISTED} more (--json lists all)")
+    append_listing(lines, title, entries, more="--json lists all")
 
 
 def _size(num_bytes: int | None) -> str:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from packer.conversion import ConversionResult
 from packer.manifest import MANIFEST_NAME, Manifest
 from packer.sizes import format_size
+from packer.verify import MAX_LISTED, VerifyReport
 
-__all__ = ["dataset_info", "format_conversion", "format_info"]
+__all__ = ["append_listing", "dataset_info", "format_conversion", "format_info", "format_verify"]
 
 _MAX_LISTED = 20
 
@@ -56,13 +58,18 @@ def dataset_info(root: str | os.PathLike[str]) -> dict[str, Any]:
     }
 
 
-def _listed(lines: list[str], title: str, items: list[str]) -> None:
+def append_listing(lines: list[str], title: str, items: Sequence[str], *, more: str) -> None:
+    """Append ``title (n):`` and the first items to ``lines``; ``more`` says where the rest are."""
     if not items:
         return
     lines.append(f"{title} ({len(items)}):")
     lines.extend(f"  {item}" for item in items[:_MAX_LISTED])
     if len(items) > _MAX_LISTED:
-        lines.append(f"  ... and {len(items) - _MAX_LISTED} more (packer info --json lists all)")
+        lines.append(f"  ... and {len(items) - _MAX_LISTED} more ({more})")
+
+
+def _listed(lines: list[str], title: str, items: list[str]) -> None:
+    append_listing(lines, title, items, more="packer info --json lists all")
 
 
 def format_info(info: dict[str, Any]) -> str:
@@ -130,4 +137,31 @@ def format_conversion(result: ConversionResult) -> str:
     if m.scan.unreadable_dirs:
         lines.append(f"  warning: {len(m.scan.unreadable_dirs)} unreadable directories; "
                      f"see packer info {result.dst}")
+    return "\n".join(lines)
+
+
+def format_verify(report: VerifyReport) -> str:
+    """Render a :class:`VerifyReport` for people: the verdict, each problem, what was checked."""
+    total = sum(report.problem_counts.values())
+    verdict = "OK" if report.ok else f"DAMAGED: {total} problem(s)"
+    lines = [f"{report.root}: {verdict}"]
+    listed = Counter(p.kind for p in report.problems)
+    width = max((len(p.kind) for p in report.problems), default=0)
+    lines.extend(f"  {p.kind:<{width}}  {p.message}" for p in report.problems)
+    for kind, count in sorted(report.problem_counts.items()):
+        if count > listed[kind]:
+            lines.append(f"  ... and {count - listed[kind]} more {kind} (--json lists the first "
+                         f"{MAX_LISTED} of each kind)")
+    lines.extend(f"  note: {note}" for note in report.notes)
+    lines.append(f"checked: {report.shards_checked} of {report.num_shards} shard(s) and "
+                 f"{report.files_checked - report.shards_checked} index file(s) match their "
+                 f"size and sha256 ({report.bytes_hashed} bytes)")
+    if report.deep:
+        lines.append(f"  deep: {report.samples_checked} of {report.num_samples} samples read and "
+                     "decoded, labels checked")
+    if report.against is not None:
+        lines.append(f"  against {report.against}: {report.samples_compared} of "
+                     f"{report.num_samples} samples compared byte for byte")
+    if report.samples_skipped:
+        lines.append(f"  {report.samples_skipped} sample(s) in damaged shards were not read")
     return "\n".join(lines)

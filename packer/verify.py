@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import stat
 from collections import Counter
-from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -38,73 +37,12 @@ from packer.durable import sha256_file
 from packer.errors import PackerError, ShardError, SourceNotFoundError
 from packer.manifest import MANIFEST_NAME, FileEntry, Manifest, ShardEntry
 from packer.sample_index import INDEX_FILES, SampleIndex
+from packer.verify_report import MAX_LISTED, Problem, VerifyReport, _Found
 
-__all__ = ["MAX_LISTED", "Problem", "VerifyReport", "format_verify", "verify_dataset"]
+__all__ = ["MAX_LISTED", "Problem", "VerifyReport", "verify_dataset"]
 
-#: Problems listed in detail per kind; every one is counted in ``problem_counts``.
-MAX_LISTED = 20
 _BATCH = 256
 _FIX = "restore it from a copy, or convert again with --overwrite"
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong: the file or sample (relative path), a kind code, and what to know."""
-
-    path: str
-    kind: str
-    message: str
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    """What :func:`verify_dataset` checked and found.
-
-    ``problems`` lists at most :data:`MAX_LISTED` problems of each kind; ``problem_counts``
-    counts them all. ``samples_skipped`` counts samples that ``deep``/``against`` could not
-    read because their shard is damaged; ``notes`` says which.
-    """
-
-    root: str
-    deep: bool
-    against: str | None
-    num_shards: int
-    num_samples: int
-    shards_checked: int
-    files_checked: int
-    bytes_hashed: int
-    samples_checked: int
-    samples_compared: int
-    samples_skipped: int
-    problems: tuple[Problem, ...]
-    problem_counts: dict[str, int] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing is wrong."""
-        return not self.problem_counts
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict with stable keys (for ``--json``)."""
-        data: dict[str, Any] = {"root": self.root, "ok": self.ok} | asdict(self)
-        data["problem_counts"] = dict(sorted(self.problem_counts.items()))
-        data["problems"], data["notes"] = list(data["problems"]), list(self.notes)
-        return data
-
-
-class _Found:
-    """Problems as they are found: each counted, the first ``MAX_LISTED`` of a kind kept."""
-
-    def __init__(self) -> None:
-        self.listed: list[Problem] = []
-        self.counts: Counter[str] = Counter()
-        self.notes: list[str] = []
-
-    def add(self, path: str, kind: str, message: str) -> None:
-        self.counts[kind] += 1
-        if self.counts[kind] <= MAX_LISTED:
-            self.listed.append(Problem(path, kind, message))
 
 
 def _safe_relpath(path: str) -> bool:
@@ -371,30 +309,3 @@ def _read_samples(root: str, manifest: Manifest, intact: set[str], index: Sample
             if done < shard.num_samples:
                 counts["skipped"] += shard.num_samples - done
                 bar.update(shard.num_samples - done)
-
-
-def format_verify(report: VerifyReport) -> str:
-    """Render a :class:`VerifyReport` for people: the verdict, each problem, what was checked."""
-    total = sum(report.problem_counts.values())
-    verdict = "OK" if report.ok else f"DAMAGED: {total} problem(s)"
-    lines = [f"{report.root}: {verdict}"]
-    listed = Counter(p.kind for p in report.problems)
-    width = max((len(p.kind) for p in report.problems), default=0)
-    lines.extend(f"  {p.kind:<{width}}  {p.message}" for p in report.problems)
-    for kind, count in sorted(report.problem_counts.items()):
-        if count > listed[kind]:
-            lines.append(f"  ... and {count - listed[kind]} more {kind} (--json lists the first "
-                         f"{MAX_LISTED} of each kind)")
-    lines.extend(f"  note: {note}" for note in report.notes)
-    lines.append(f"checked: {report.shards_checked} of {report.num_shards} shard(s) and "
-                 f"{report.files_checked - report.shards_checked} index file(s) match their "
-                 f"size and sha256 ({report.bytes_hashed} bytes)")
-    if report.deep:
-        lines.append(f"  deep: {report.samples_checked} of {report.num_samples} samples read and "
-                     "decoded, labels checked")
-    if report.against is not None:
-        lines.append(f"  against {report.against}: {report.samples_compared} of "
-                     f"{report.num_samples} samples compared byte for byte")
-    if report.samples_skipped:
-        lines.append(f"  {report.samples_skipped} sample(s) in damaged shards were not read")
-    return "\n".join(lines)

@@ -17,7 +17,7 @@ PACKAGE = Path(packer.__file__).parent
 #: Core modules (DESIGN.md "Layers"): torch-free and click-free.
 CORE = ["errors", "durable", "sizes", "sourcefile", "imagefolder", "codecs", "planning",
         "manifest", "sample_index", "destination", "shardset", "shardwork", "resume", "workers",
-        "conversion", "scheduling", "dryrun", "verify", "backends/__init__",
+        "conversion", "scheduling", "dryrun", "verify", "verify_report", "backends/__init__",
         "backends/base", "backends/lmdb", "backends/hdf5"]
 #: What may import what, by layer: a module may import its own layer or lower ones.
 LAYER = {
@@ -25,8 +25,8 @@ LAYER = {
     "imagefolder": 2, "codecs": 2, "planning": 2, "manifest": 2, "sample_index": 2,
     "backends": 2, "backends.base": 2, "backends.lmdb": 2, "backends.hdf5": 2,
     "destination": 3, "shardset": 3, "shardwork": 3, "resume": 3, "workers": 3,
-    "conversion": 4, "scheduling": 4, "dryrun": 5, "verify": 4, "datasets": 4, "folder": 4,
-    "cli": 5, "report": 5, "demo": 5, "__main__": 6,
+    "conversion": 4, "scheduling": 4, "dryrun": 6, "verify": 4, "verify_report": 1, "datasets": 4, "folder": 4,
+    "cli": 7, "report": 5, "demo": 5, "__main__": 8,
 }
 
 

@@ -18,7 +18,8 @@ from packer.backends import Backend
 from packer.durable import sha256_file
 from packer.errors import IncompleteDatasetError, NotADatasetError, SourceNotFoundError
 from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
-from packer.verify import MAX_LISTED, VerifyReport, format_verify, verify_dataset
+from packer.report import format_verify
+from packer.verify import MAX_LISTED, VerifyReport, verify_dataset
 
 #: 3 classes of unequal size (4, 3, 5 images), tiny PNGs; ``shard_size`` cuts them into 4+ shards.
 SPEC = {f"{cls}/{i}.png": image_bytes(".png", 8, 8, seed)
