@@ -37,7 +37,7 @@ from packer.durable import sha256_file
 from packer.errors import PackerError, ShardError, SourceNotFoundError
 from packer.manifest import MANIFEST_NAME, FileEntry, Manifest, ShardEntry
 from packer.sample_index import INDEX_FILES, SampleIndex
-from packer.verify_report import MAX_LISTED, Problem, VerifyReport, _Found
+from packer.verify_report import MAX_LISTED, Problem, VerifyReport, Findings
 
 __all__ = ["MAX_LISTED", "Problem", "VerifyReport", "verify_dataset"]
 
@@ -51,7 +51,7 @@ def _safe_relpath(path: str) -> bool:
     return bool(path) and not pure.is_absolute() and ".." not in pure.parts
 
 
-def _check_manifest(manifest: Manifest, found: _Found) -> bool:
+def _check_manifest(manifest: Manifest, found: Findings) -> bool:
     """Report inconsistencies among the manifest's fields; return whether shard ranges hold."""
     if len(manifest.class_counts) != len(manifest.classes):
         found.add(MANIFEST_NAME, "inconsistent_manifest", f"{len(manifest.classes)} classes but "
@@ -76,7 +76,7 @@ def _check_manifest(manifest: Manifest, found: _Found) -> bool:
     return ranges_ok
 
 
-def _check_file(root: str, entry: ShardEntry | FileEntry, found: _Found, bar: tqdm[Any]) -> bool:
+def _check_file(root: str, entry: ShardEntry | FileEntry, found: Findings, bar: tqdm[Any]) -> bool:
     """Size, then checksum, of one listed file; True when both match."""
     if not _safe_relpath(entry.path):
         found.add(entry.path, "inconsistent_manifest", f"{entry.path!r} is not a path inside "
@@ -109,7 +109,7 @@ def _check_file(root: str, entry: ShardEntry | FileEntry, found: _Found, bar: tq
     return True
 
 
-def _open_index(root: str, manifest: Manifest, intact: set[str], found: _Found) -> SampleIndex | None:
+def _open_index(root: str, manifest: Manifest, intact: set[str], found: Findings) -> SampleIndex | None:
     """The sample index when its files are intact and agree with the shards, else ``None``."""
     entries = manifest.sample_index
     if not all(name in entries and entries[name].path in intact for name in INDEX_FILES):
@@ -140,7 +140,7 @@ def _open_index(root: str, manifest: Manifest, intact: set[str], found: _Found) 
     return None if wrong else index
 
 
-def _check_labels(manifest: Manifest, index: SampleIndex, found: _Found) -> None:
+def _check_labels(manifest: Manifest, index: SampleIndex, found: Findings) -> None:
     """Targets in range, per-class counts as the manifest says, paths under their class folder."""
     classes = manifest.classes
     targets = np.asarray(index.targets)
@@ -159,7 +159,7 @@ def _check_labels(manifest: Manifest, index: SampleIndex, found: _Found) -> None
                       f"of its class {cls!r}")
 
 
-def _compare(src: str, rel: str, payload: bytes, found: _Found) -> bool:
+def _compare(src: str, rel: str, payload: bytes, found: Findings) -> bool:
     """Compare one stored payload with ``src/rel``; True when it was compared."""
     if not _safe_relpath(rel):
         found.add(rel, "label_error", f"{rel!r} is not a path inside the source; not compared")
@@ -210,7 +210,7 @@ def verify_dataset(
     if src is not None and not os.path.isdir(src):
         raise SourceNotFoundError(f"Source {src!r} is not a directory: give the SRC the dataset "
                                   "was converted from.")
-    found = _Found()
+    found = Findings()
     ranges_ok = _check_manifest(manifest, found)
     intact: set[str] = set()
     files: list[ShardEntry | FileEntry] = [*manifest.shards, *manifest.sample_index.values()]
@@ -258,7 +258,7 @@ def verify_dataset(
 
 
 def _read_samples(root: str, manifest: Manifest, intact: set[str], index: SampleIndex | None,
-                  codec: Codec | None, src: str | None, found: _Found, counts: Counter[str],
+                  codec: Codec | None, src: str | None, found: Findings, counts: Counter[str],
                   bar: tqdm[Any]) -> None:
     """Read every sample of every intact shard once: decode it and/or compare it with SRC."""
     try:

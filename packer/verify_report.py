@@ -58,7 +58,7 @@ class VerifyReport:
         return data
 
 
-class _Found:
+class Findings:
     """Problems as they are found: each counted, the first ``MAX_LISTED`` of a kind kept."""
 
     def __init__(self) -> None:
