@@ -37,7 +37,7 @@ from packer.durable import sha256_file
 from packer.errors import PackerError, ShardError, SourceNotFoundError
 from packer.manifest import MANIFEST_NAME, FileEntry, Manifest, ShardEntry
 from packer.sample_index import INDEX_FILES, SampleIndex
-from packer.verify_report import MAX_LISTED, Problem, VerifyReport, Findings
+from packer.verify_report import MAX_LISTED, Findings, Problem, VerifyReport
 
 __all__ = ["MAX_LISTED", "Problem", "VerifyReport", "verify_dataset"]
 
