@@ -72,7 +72,12 @@ def cli(verbose: int) -> None:
 @click.option("--shard-size", type=_SizeType(), default=DEFAULT_SHARD_SIZE, show_default="1GiB",
               help="Planned bytes per shard, e.g. 512MB or 1GiB.")
 @click.option("--codec", type=click.Choice(codec_names()), default="original", show_default=True,
-              help="How images are stored; 'original' keeps the source bytes untouched.")
+              help="How images are stored: 'original' keeps the source bytes untouched, 'jpeg' "
+                   "re-encodes, 'pixels' stores decoded RGB (no decode when reading).")
+@click.option("--resize", type=click.IntRange(min=1), default=None,
+              help="With --codec jpeg or pixels: shrink so the short side is this many pixels.")
+@click.option("--quality", type=click.IntRange(1, 100), default=None,
+              help="With --codec jpeg: JPEG quality [default: 90].")
 @click.option("--check", type=click.Choice(CHECK_LEVELS), default="full", show_default=True,
               help="Prove each image readable: full decode, header only, or not at all.")
 @click.option("--max-pixels", type=click.IntRange(min=1), default=DEFAULT_MAX_PIXELS,
@@ -91,7 +96,8 @@ def cli(verbose: int) -> None:
 @click.option("--allow-empty", is_flag=True, help="Accept class folders without images.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
-def convert(src: str, dst: str, backend: str, shard_size: int, codec: str, check: str,
+def convert(src: str, dst: str, backend: str, shard_size: int, codec: str, resize: int | None,
+            quality: int | None, check: str,
             max_pixels: int, strict: bool, overwrite: bool, resume: bool, workers: int | None,
             dry_run: bool, include_hidden: bool, allow_empty: bool, quiet: bool,
             as_json: bool) -> None:
@@ -99,14 +105,26 @@ def convert(src: str, dst: str, backend: str, shard_size: int, codec: str, check
     from packer.conversion import convert as run_convert
     from packer.report import format_conversion
 
+    options: dict[str, Any] = {}
+    if resize is not None:
+        if codec == "original":
+            raise click.UsageError("--resize needs --codec jpeg or --codec pixels (the original "
+                                   "codec stores files untouched).")
+        options["resize"] = resize
+    if quality is not None:
+        if codec != "jpeg":
+            raise click.UsageError("--quality needs --codec jpeg.")
+        options["quality"] = quality
     if dry_run:
         from packer.dryrun import format_plan, plan_conversion
 
         plan = plan_conversion(src, to=backend, shard_size=shard_size, codec=codec,
+                               codec_options=options,
                                include_hidden=include_hidden, allow_empty=allow_empty)
         click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else format_plan(plan))
         return
-    result = run_convert(src, dst, to=backend, shard_size=shard_size, codec=codec, check=check,
+    result = run_convert(src, dst, to=backend, shard_size=shard_size, codec=codec,
+                         codec_options=options, check=check,
                          max_pixels=max_pixels, strict=strict, overwrite=overwrite, resume=resume,
                          workers=workers, include_hidden=include_hidden, allow_empty=allow_empty,
                          progress=not quiet)

@@ -7,44 +7,35 @@ any backend.
 
 Built in: ``original``, the default, stores the source bytes untouched (byte-exact) and decodes
 them exactly as torchvision's ``pil_loader`` does (``Image.open(f).convert("RGB")``; EXIF
-orientation is not applied, as in ImageFolder).
+orientation is not applied, as in ImageFolder). ``jpeg`` and ``pixels`` (packer.reencode)
+decode at conversion time and may shrink images, so that reading costs less.
 """
 
 from __future__ import annotations
 
 import io
-import logging
-import threading
-import warnings
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, Protocol
+from typing import Any, ClassVar, Protocol
 
-from PIL import Image, ImageFile, UnidentifiedImageError
+from PIL import Image
 
 from packer.errors import UnknownNameError
-from packer.sourcefile import UnpackableFile
+from packer.imagecheck import CHECK_LEVELS, DEFAULT_MAX_PIXELS, check_image, pixel_limit_lifted
+from packer.reencode import JpegCodec, PixelsCodec
 
 __all__ = [
     "CHECK_LEVELS",
     "DEFAULT_MAX_PIXELS",
     "Codec",
+    "JpegCodec",
     "OriginalCodec",
+    "PixelsCodec",
+    "check_image",
     "codec_names",
     "get_codec",
 ]
-
-log = logging.getLogger(__name__)
-
-#: Pillow's own decompression-bomb limit, the default for ``max_pixels``.
-DEFAULT_MAX_PIXELS: Final[int] = int(Image.MAX_IMAGE_PIXELS or 89_478_485)
-
-#: How much of each source image conversion proves readable: every pixel, the header, nothing.
-CHECK_LEVELS: Final[tuple[str, ...]] = ("full", "header", "none")
-
-_TRUNCATED_MESSAGES = ("truncated", "Truncated File Read", "image file is truncated")
 
 
 class Codec(Protocol):
@@ -68,76 +59,10 @@ class Codec(Protocol):
         """Parameters to record in the manifest, enough to decode without guessing."""
         ...
 
-
-_LIFT_LOCK = threading.Lock()
-_lifted = 0
-_saved_settings: tuple[int | None, bool] = (None, False)
-
-
-@contextmanager
-def _pixel_limit_lifted() -> Iterator[None]:
-    """Let Pillow open any size; callers apply their own limit. Also refuse truncated data.
-
-    Pillow's settings are process-wide, so overlapping uses (threads decoding at once) are
-    counted: the first saves the user's settings, the last restores them. Saving and restoring
-    per use would let two overlapping uses leave the limit lifted for good.
-    """
-    global _lifted, _saved_settings
-    with _LIFT_LOCK:
-        if _lifted == 0:
-            _saved_settings = (Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES)
-            Image.MAX_IMAGE_PIXELS = None
-            ImageFile.LOAD_TRUNCATED_IMAGES = False
-        _lifted += 1
-    try:
-        yield
-    finally:
-        with _LIFT_LOCK:
-            _lifted -= 1
-            if _lifted == 0:
-                Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES = _saved_settings
-
-
-def _unpackable(err: Exception) -> UnpackableFile:
-    """Name the reason a Pillow error means, keeping Pillow's message as the detail."""
-    if isinstance(err, UnidentifiedImageError):
-        return UnpackableFile("not_an_image", "not an image format Pillow can identify")
-    detail = f"{type(err).__name__}: {err}"
-    if isinstance(err, OSError) and any(m in str(err) for m in _TRUNCATED_MESSAGES):
-        return UnpackableFile("truncated", detail)
-    return UnpackableFile("decode_error", detail)
-
-
-def check_image(data: bytes, *, check: str, max_pixels: int) -> None:
-    """Prove ``data`` is an image Pillow reads, to the depth ``check`` asks for.
-
-    Raises:
-        UnpackableFile: ``not_an_image``, ``decompression_bomb``, ``truncated`` or ``decode_error``.
-        ValueError: ``check`` is not one of :data:`CHECK_LEVELS`.
-    """
-    if check not in CHECK_LEVELS:
-        raise ValueError(f"check must be one of {', '.join(CHECK_LEVELS)}, not {check!r}")
-    if check == "none":
-        return
-    with _pixel_limit_lifted(), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            image = Image.open(io.BytesIO(data))
-        except Exception as err:  # Pillow raises many types for damaged headers
-            raise _unpackable(err) from None
-        width, height = image.size
-        if width * height > max_pixels:
-            raise UnpackableFile("decompression_bomb", f"{width}x{height} = {width * height} pixels is "
-                                 f"over the limit of {max_pixels} (raise it with --max-pixels)")
-        if check == "full":
-            try:
-                image.load()
-                if image.mode != "RGB":  # prove the RGB conversion readers do works too
-                    image.convert("RGB")
-            except Exception as err:  # decoders raise OSError, SyntaxError, ValueError, ...
-                raise _unpackable(err) from None
-    for warning in caught:
-        log.debug("Pillow warned while checking an image: %s", warning.message)
+    def planned_bytes(self, image_size: tuple[int, int] | None, size: int) -> int:
+        """Estimated stored bytes for a source of ``size`` bytes and ``image_size`` pixels
+        (None when unknown); shards are planned with it."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -153,17 +78,26 @@ class OriginalCodec:
 
     def decode(self, data: bytes) -> Image.Image:
         """``Image.open(...).convert("RGB")``, with no pixel limit (conversion vetted it)."""
-        with _pixel_limit_lifted(), Image.open(io.BytesIO(data)) as image:
+        with pixel_limit_lifted(), Image.open(io.BytesIO(data)) as image:
             rgb: Image.Image = image.convert("RGB")
         return rgb
+
+    def planned_bytes(self, image_size: tuple[int, int] | None, size: int) -> int:
+        """The source bytes, stored as they are."""
+        return size
 
     def params(self) -> dict[str, Any]:
         """The original codec has no parameters; the EXIF choice is recorded for clarity."""
         return {"exif_transpose": False}
 
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> OriginalCodec:
+        """The codec a manifest's ``codec_params`` describe."""
+        return cls()
 
-_CODECS: dict[str, type[OriginalCodec]] = {OriginalCodec.name: OriginalCodec}
-CODECS: Mapping[str, type[OriginalCodec]] = MappingProxyType(_CODECS)
+
+_CODECS: dict[str, Any] = {c.name: c for c in (OriginalCodec, JpegCodec, PixelsCodec)}
+CODECS: Mapping[str, Any] = MappingProxyType(_CODECS)
 
 
 def codec_names() -> tuple[str, ...]:
@@ -172,10 +106,12 @@ def codec_names() -> tuple[str, ...]:
 
 
 def get_codec(name: str, params: Mapping[str, Any] | None = None) -> Codec:
-    """Build the codec registered as ``name``; ``params`` as recorded in a manifest.
+    """Build the codec registered as ``name`` from ``params`` (as recorded in a manifest, or
+    the options of ``--codec``: ``quality``, ``resize``); missing ones take their defaults.
 
     Raises:
-        UnknownNameError: no codec of that name; the message lists the choices.
+        UnknownNameError: no codec of that name (the message lists the choices), or parameters
+            this packer cannot honour.
     """
     try:
         cls = _CODECS[name]
@@ -183,9 +119,12 @@ def get_codec(name: str, params: Mapping[str, Any] | None = None) -> Codec:
         raise UnknownNameError(f"Unknown codec {name!r}; available: {', '.join(codec_names())}. "
                                "A dataset written by a newer packer may need an upgrade "
                                "(pip install -U packer).") from None
-    codec = cls()
-    expected = codec.params()
-    if params is not None and dict(params) != expected:
-        raise UnknownNameError(f"Codec {name!r} with parameters {dict(params)} is not supported by this "
-                               f"packer (it knows {expected}); upgrade packer.")
+    try:
+        codec: Codec = cls.from_params(params or {})
+    except (TypeError, ValueError) as err:
+        raise UnknownNameError(f"Codec {name!r} cannot take {dict(params or {})}: {err}") from err
+    unknown = set(params or {}) - set(codec.params())
+    if unknown:
+        raise UnknownNameError(f"Codec {name!r} has no option {', '.join(sorted(unknown))}; it "
+                               f"takes {', '.join(sorted(codec.params()))}.")
     return codec

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib import metadata
@@ -25,7 +25,7 @@ from typing import Any
 from tqdm import tqdm
 
 from packer.backends import get_backend
-from packer.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, get_codec
+from packer.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, Codec, OriginalCodec, get_codec
 from packer.destination import (
     check_destination,
     clear_destination,
@@ -35,6 +35,7 @@ from packer.destination import (
     start_destination,
 )
 from packer.errors import OutputError
+from packer.imagecheck import image_dimensions
 from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, scan_imagefolder
 from packer.manifest import Manifest, ScanInfo, ShardEntry
 from packer.planning import plan_shards
@@ -45,7 +46,8 @@ from packer.shardwork import ShardResult, ShardTask, shard_fingerprint
 from packer.sizes import parse_size
 from packer.workers import run_shard_tasks
 
-__all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "convert", "default_workers", "shard_name"]
+__all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "convert", "default_workers",
+           "planned_item_sizes", "shard_name"]
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +123,7 @@ def convert(
     to: str,
     shard_size: int | str = DEFAULT_SHARD_SIZE,
     codec: str = "original",
+    codec_options: Mapping[str, Any] | None = None,
     check: str = "full",
     max_pixels: int = DEFAULT_MAX_PIXELS,
     strict: bool = False,
@@ -139,7 +142,10 @@ def convert(
         dst: New or empty directory (or an earlier packer dataset, with ``overwrite``).
         to: Backend name, ``"lmdb"`` or ``"hdf5"``.
         shard_size: Planned bytes per shard, as a number or text such as ``"512MB"``.
-        codec: How images are stored; ``"original"`` keeps the source bytes untouched.
+        codec: How images are stored; ``"original"`` keeps the source bytes untouched,
+            ``"jpeg"`` re-encodes, ``"pixels"`` stores decoded RGB (see packer.reencode).
+        codec_options: The codec's options: ``{"quality": 90, "resize": 256}`` for ``jpeg``,
+            ``{"resize": 256}`` for ``pixels`` (short side in pixels; never enlarged).
         check: ``"full"`` decodes every image once, ``"header"`` only opens it, ``"none"``
             trusts the files.
         max_pixels: Images with more pixels are skipped as ``decompression_bomb``.
@@ -169,7 +175,7 @@ def convert(
     """
     started = time.perf_counter()
     backend = get_backend(to)
-    chosen_codec = get_codec(codec)
+    chosen_codec = get_codec(codec, codec_options)
     if check not in CHECK_LEVELS:
         raise ValueError(f"check must be one of {', '.join(CHECK_LEVELS)}, not {check!r}")
     if max_pixels <= 0:
@@ -193,7 +199,7 @@ def convert(
     if resume and state == "partial":
         check_resumable(dst_path, read_marker(dst_path), fingerprint, src_path, options,
                         len(index.items))
-    plans = plan_shards([item.size for item in index.items], planned_size)
+    plans = plan_shards(planned_item_sizes(index, chosen_codec), planned_size)
     names = [shard_name(plan.index, backend.suffix) for plan in plans]
     items = [tuple((it.relpath, it.label, it.size) for it in index.items[p.start:p.stop]) for p in plans]
     fingerprints = [shard_fingerprint(p.index, options, items[p.index]) for p in plans]
@@ -209,7 +215,7 @@ def convert(
                           "destination, or fix its permissions and run again.") from err
     shard_tasks = [ShardTask(p.index, names[p.index], src_path, dst_path, staging, backend.name,
                              chosen_codec.name, check, max_pixels, strict, p.planned_bytes,
-                             items[p.index], fingerprints[p.index])
+                             items[p.index], fingerprints[p.index], chosen_codec.params())
                    for p in plans if p.index not in kept]
     workers = workers or default_workers()
     tasks = make_tasks(shard_tasks, workers)
@@ -240,6 +246,15 @@ def convert(
     bytes_in = sum(r.bytes_in for i, r in results.items() if i not in kept)
     return ConversionResult(dst_path, manifest, len(index.items), seconds, bytes_in,
                             resumed_shards=len(kept))
+
+
+def planned_item_sizes(index: FolderIndex, codec: Codec) -> list[int]:
+    """What each source file will take in a shard, for planning: its size for ``original``;
+    for codecs that decode, an estimate from the image's header (read, not decoded)."""
+    if isinstance(codec, OriginalCodec):
+        return [item.size for item in index.items]
+    return [codec.planned_bytes(image_dimensions(index.path_of(item)), max(item.size, 0))
+            for item in index.items]
 
 
 def _already_complete(dst: str, fingerprint: str, found: int, started: float) -> ConversionResult:

@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from packer.backends import get_backend
 from packer.codecs import get_codec
-from packer.conversion import DEFAULT_SHARD_SIZE, shard_name
+from packer.conversion import DEFAULT_SHARD_SIZE, planned_item_sizes, shard_name
 from packer.imagefolder import ScanReport, scan_imagefolder
 from packer.planning import plan_shards
 from packer.report import append_listing
@@ -156,6 +156,7 @@ def plan_conversion(
     to: str,
     shard_size: int | str = DEFAULT_SHARD_SIZE,
     codec: str = "original",
+    codec_options: Mapping[str, Any] | None = None,
     include_hidden: bool = False,
     allow_empty: bool = False,
     is_valid_file: Callable[[str], bool] | None = None,
@@ -172,7 +173,8 @@ def plan_conversion(
         SourceError: SRC is missing or has no class folder.
     """
     backend = get_backend(to).name
-    codec_name = get_codec(codec).name
+    chosen_codec = get_codec(codec, codec_options)
+    codec_name = chosen_codec.name
     planned_size = parse_size(shard_size)
     index = scan_imagefolder(os.path.abspath(os.fspath(src)), is_valid_file=is_valid_file,
                              allow_empty=True, include_hidden=include_hidden)
@@ -188,7 +190,7 @@ def plan_conversion(
                      plan.stop, plan.planned_bytes,
                      _shard_bytes(backend, sizes[plan.start:plan.stop]) if original else None,
                      items[plan.start].relpath, items[plan.stop - 1].relpath)
-        for plan in plan_shards([item.size for item in items], planned_size)
+        for plan in plan_shards(planned_item_sizes(index, chosen_codec), planned_size)
     )
     estimate: int | None = None
     if original and all(s.estimated_bytes is not None for s in shards):

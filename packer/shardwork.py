@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from packer.backends import ShardWriter, get_backend
-from packer.codecs import get_codec
+from packer.codecs import Codec, get_codec
 from packer.destination import RECEIPTS_DIR
 from packer.durable import atomic_write_bytes, fsync_dir, sha256_file
 from packer.errors import BadImageError, SourceError
@@ -51,6 +51,7 @@ class ShardTask:
     planned_bytes: int
     items: tuple[tuple[str, int, int], ...]
     fingerprint: str
+    codec_params: dict[str, Any] = field(default_factory=dict)
     crashed: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -115,7 +116,7 @@ def load_receipt(dst: str, name: str) -> ShardResult | None:
     return result if finished else None
 
 
-def _pack_bytes(task: ShardTask, relpath: str, size: int) -> bytes:
+def _pack_bytes(task: ShardTask, codec: Codec, relpath: str, size: int) -> bytes:
     """Read and encode one file; UnpackableFile says why it cannot be packed."""
     path = os.path.join(task.src, *relpath.split("/"))
     try:
@@ -129,7 +130,6 @@ def _pack_bytes(task: ShardTask, relpath: str, size: int) -> bytes:
     if size >= 0 and len(data) != size:
         raise SourceError(f"Source file {path!r} changed during the conversion ({size} bytes when "
                           f"scanned, {len(data)} now): convert again with --overwrite.")
-    codec = get_codec(task.codec)
     return codec.encode(data, check=task.check, max_pixels=task.max_pixels)
 
 
@@ -148,13 +148,14 @@ def _pack_items(task: ShardTask, items: tuple[tuple[str, int, int], ...],
                 sink: Callable[[bytes], object], notify: Notify) -> _Packed:
     """Read, check and encode ``items`` in order, handing each payload to ``sink``."""
     packed = _Packed()
+    codec = get_codec(task.codec, task.codec_params)
     for relpath, label, size in items:
         notify("file", relpath)
         if relpath in task.crashed:
             bad = UnpackableFile("decode_error", task.crashed[relpath])
         else:
             try:
-                payload = _pack_bytes(task, relpath, size)
+                payload = _pack_bytes(task, codec, relpath, size)
             except UnpackableFile as err:
                 bad = err
             else:

@@ -306,7 +306,7 @@ def test_overlapping_decodes_leave_pillow_s_limit_as_it_was() -> None:
     """Two decodes that overlap (threads) must not leave Pillow's bomb limit lifted for good."""
     from PIL import Image
 
-    from packer.codecs import _pixel_limit_lifted
+    from packer.imagecheck import pixel_limit_lifted as _pixel_limit_lifted
 
     original = Image.MAX_IMAGE_PIXELS
     first, second = _pixel_limit_lifted(), _pixel_limit_lifted()

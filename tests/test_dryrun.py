@@ -172,7 +172,7 @@ def test_bad_options_raise_before_scanning(tmp_path: Path) -> None:
     missing = tmp_path / "missing"
     with pytest.raises(UnknownNameError, match="Unknown backend 'zarr'; available: hdf5, lmdb"):
         plan_conversion(missing, to="zarr")
-    with pytest.raises(UnknownNameError, match="Unknown codec 'webp'; available: original"):
+    with pytest.raises(UnknownNameError, match="Unknown codec 'webp'; available: jpeg, original, pixels"):
         plan_conversion(missing, to="lmdb", codec="webp")
     with pytest.raises(ValueError, match="invalid size"):
         plan_conversion(missing, to="lmdb", shard_size="lots")

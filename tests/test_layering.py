@@ -17,11 +17,12 @@ PACKAGE = Path(packer.__file__).parent
 #: Core modules (DESIGN.md "Layers"): torch-free and click-free.
 CORE = ["errors", "durable", "sizes", "sourcefile", "imagefolder", "codecs", "planning",
         "manifest", "sample_index", "destination", "shardset", "shardwork", "resume", "workers",
-        "conversion", "scheduling", "dryrun", "verify", "verify_report", "backends/__init__",
+        "conversion", "scheduling", "dryrun", "verify", "verify_report", "imagecheck",
+        "reencode", "backends/__init__",
         "backends/base", "backends/lmdb", "backends/hdf5"]
 #: What may import what, by layer: a module may import its own layer or lower ones.
 LAYER = {
-    "errors": 0, "durable": 1, "sizes": 1, "sourcefile": 1,
+    "errors": 0, "durable": 1, "sizes": 1, "sourcefile": 1, "imagecheck": 1, "reencode": 1,
     "imagefolder": 2, "codecs": 2, "planning": 2, "manifest": 2, "sample_index": 2,
     "backends": 2, "backends.base": 2, "backends.lmdb": 2, "backends.hdf5": 2,
     "destination": 3, "shardset": 3, "shardwork": 3, "resume": 3, "workers": 3,
