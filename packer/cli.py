@@ -162,6 +162,42 @@ def verify(dst: str, deep: bool, src: str | None, as_json: bool, quiet: bool) ->
 
 
 @cli.command()
+@click.argument("dst", type=click.Path(path_type=str))
+@click.option("--against", "src", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Also read this source folder the same way, alternating, and print the ratio.")
+@click.option("--pipeline", type=click.Choice(["bytes", "train", "fast"]), default="train",
+              show_default=True, help="bytes: stored bytes only; train: the standard PIL training "
+              "pipeline; fast: packer's fused uint8 path with batch normalisation.")
+@click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Read a fixed random subset of this many samples.")
+@click.option("--sweep", "do_sweep", is_flag=True,
+              help="Try num_workers x prefetch_factor x persistent_workers; print the best.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
+def bench(dst: str, src: str | None, pipeline: str, workers: int, batch_size: int, repeats: int,
+          limit: int | None, do_sweep: bool, as_json: bool) -> None:
+    """Measure how fast DST loads in a DataLoader (images/s, MB/s), optionally against SRC."""
+    from packer.bench import bench as run_bench
+    from packer.bench import sweep
+    from packer.report import format_bench, format_sweep
+
+    if do_sweep:
+        results = list(sweep(dst, pipeline=pipeline, batch_size=batch_size, limit=limit,
+                             repeats=repeats))
+        if as_json:
+            click.echo(json.dumps([{"setting": s, "report": r.to_dict()} for s, r in results],
+                                  indent=2))
+        else:
+            click.echo(format_sweep(results))
+        return
+    report = run_bench(dst, against=src, pipeline=pipeline, workers=workers,
+                       batch_size=batch_size, repeats=repeats, limit=limit)
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else format_bench(report))
+
+
+@cli.command()
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=str))
 @click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True,
               help="DataLoader workers used to read the datasets back.")

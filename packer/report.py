@@ -5,14 +5,18 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packer.conversion import ConversionResult
 from packer.manifest import MANIFEST_NAME, Manifest
 from packer.sizes import format_size
 from packer.verify import MAX_LISTED, VerifyReport
 
-__all__ = ["append_listing", "dataset_info", "format_conversion", "format_info", "format_verify"]
+if TYPE_CHECKING:  # packer.bench imports torch; this module must not
+    from packer.bench import BenchReport
+
+__all__ = ["append_listing", "dataset_info", "format_bench", "format_conversion", "format_info",
+           "format_sweep", "format_verify"]
 
 _MAX_LISTED = 20
 
@@ -164,4 +168,35 @@ def format_verify(report: VerifyReport) -> str:
                      f"{report.num_samples} samples compared byte for byte")
     if report.samples_skipped:
         lines.append(f"  {report.samples_skipped} sample(s) in damaged shards were not read")
+    return "\n".join(lines)
+
+
+def format_bench(report: BenchReport) -> str:
+    """Render :func:`packer.bench.bench` for people."""
+    lines = [f"pipeline {report.pipeline}, DataLoader(num_workers={report.workers}, "
+             f"batch_size={report.batch_size}), {len(report.packed.seconds)} timed epochs each, "
+             "alternating; medians (min-max)"]
+    for timing in (report.packed, report.folder):
+        if timing is None:
+            continue
+        fig = timing.to_dict()
+        lines.append(f"  {timing.name:<7} {fig['images_per_second']:8.0f} images/s "
+                     f"({fig['min_images_per_second']:.0f}-{fig['max_images_per_second']:.0f}), "
+                     f"{fig['mb_per_second']:7.1f} MB/s, {timing.images} images")
+    if report.ratio is not None:
+        lines.append(f"  packed / folder: {report.ratio:.2f}x")
+    return "\n".join(lines)
+
+
+def format_sweep(results: list[tuple[dict[str, Any], BenchReport]]) -> str:
+    """Rank the settings :func:`packer.bench.sweep` tried, best first."""
+    ranked = sorted(results, key=lambda item: -item[1].packed.images_per_second)
+    lines = ["num_workers  prefetch_factor  persistent_workers  images/s"]
+    for setting, report in ranked:
+        lines.append(f"{setting['num_workers']:>11}  {setting['prefetch_factor']:>15}  "
+                     f"{setting['persistent_workers']!s:>18}  {report.packed.images_per_second:8.0f}")
+    best = ranked[0][0]
+    lines.append(f"best on this machine: DataLoader(num_workers={best['num_workers']}, "
+                 f"prefetch_factor={best['prefetch_factor']}, "
+                 f"persistent_workers={best['persistent_workers']})")
     return "\n".join(lines)

@@ -27,7 +27,7 @@ LAYER = {
     "backends": 2, "backends.base": 2, "backends.lmdb": 2, "backends.hdf5": 2,
     "destination": 3, "shardset": 3, "shardwork": 3, "resume": 3, "workers": 3,
     "conversion": 4, "scheduling": 4, "dryrun": 6, "verify": 4, "verify_report": 1,
-    "datasets": 4, "folder": 4,
+    "datasets": 4, "folder": 4, "transforms": 2, "bench": 5,
     "cli": 7, "report": 5, "demo": 5, "__main__": 8,
 }
 
@@ -50,7 +50,7 @@ def test_core_modules_do_not_import_torch_or_click(module: str) -> None:
     assert not top & {"torch", "click", "torchvision"}, imported
 
 
-@pytest.mark.parametrize("module", CORE + ["datasets", "folder"])
+@pytest.mark.parametrize("module", CORE + ["datasets", "folder", "bench"])
 def test_imports_point_down(module: str) -> None:
     own = LAYER[module.replace("/__init__", "").replace("/", ".")]
     for name in _imports(PACKAGE / f"{module}.py"):

@@ -1,0 +1,216 @@
+"""``packer bench``: how fast a packed dataset loads, against its source folder read the same way.
+
+Three pipelines, each what a training job would run in its DataLoader workers:
+
+* ``bytes``: the stored bytes only (``decode=False``), so storage and Python overheads alone;
+* ``train``: the standard torchvision-style PIL pipeline, restated without torchvision: decode,
+  ``RandomResizedCrop(224)``, horizontal flip, float32 tensor, per-image normalisation;
+* ``fast``: packer's fast path: fused decode-crop-resize to ``uint8`` in the workers
+  (:class:`packer.transforms.RandomResizedCropFlip`) and one :class:`Normalize` per batch in the
+  main process (on the CPU here, on the GPU in training), so both sides yield the same
+  normalised float batches.
+
+With ``against``, the source folder is read by :class:`packer.folder.ImageFolderDataset` with the
+``train`` pipeline (``bytes`` when benchmarking bytes): the baseline training jobs have today.
+Repetitions alternate the two sides so that machine noise hits both; the figures are medians
+with min-max, and the ratio is of medians. Each side's workers persist across its epochs and
+its first epoch (worker start-up, warm-up) is not timed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset, Subset
+
+from packer.datasets import PackedImageDataset, open_dataset
+from packer.folder import ImageFolderDataset
+from packer.transforms import IMAGENET_MEAN, IMAGENET_STD, Normalize, RandomResizedCropFlip
+from packer.transforms import random_resized_crop_params as crop_params
+
+__all__ = ["PIPELINES", "BenchReport", "Timing", "bench", "sweep"]
+
+PIPELINES: Final[tuple[str, ...]] = ("bytes", "train", "fast")
+
+
+class StandardTrainTransform:
+    """torchvision's ``RandomResizedCrop(size)`` + flip + ``ToTensor`` + ``Normalize``, on PIL."""
+
+    def __init__(self, size: int = 224) -> None:
+        self.size = size
+        self._mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
+        self._std = torch.tensor(IMAGENET_STD).view(3, 1, 1)
+
+    def __call__(self, image: Image.Image) -> torch.Tensor:
+        top, left, height, width = crop_params(*image.size)
+        image = image.resize((self.size, self.size), Image.Resampling.BILINEAR,
+                             box=(left, top, left + width, top + height))
+        if torch.rand(1).item() < 0.5:
+            image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        tensor = torch.from_numpy(np.asarray(image, dtype=np.uint8).copy()).permute(2, 0, 1)
+        return (tensor.float().div_(255) - self._mean) / self._std
+
+
+def _count_bytes(batch: list[tuple[bytes, int]]) -> int:
+    return sum(len(sample) for sample, _ in batch)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One side's timed epochs."""
+
+    name: str
+    images: int
+    megabytes: float
+    seconds: list[float] = field(default_factory=list)
+
+    @property
+    def images_per_second(self) -> float:
+        """Median images per second."""
+        return self.images / statistics.median(self.seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready figures."""
+        return {**asdict(self), "images_per_second": self.images_per_second,
+                "mb_per_second": self.megabytes / statistics.median(self.seconds),
+                "min_images_per_second": self.images / max(self.seconds),
+                "max_images_per_second": self.images / min(self.seconds)}
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """What :func:`bench` measured: the packed side, maybe the folder, and their ratio."""
+
+    pipeline: str
+    workers: int
+    batch_size: int
+    packed: Timing
+    folder: Timing | None
+
+    @property
+    def ratio(self) -> float | None:
+        """Packed images/s over folder images/s (medians), when a folder was read."""
+        return None if self.folder is None else self.packed.images_per_second / self.folder.images_per_second
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready report."""
+        return {"pipeline": self.pipeline, "workers": self.workers, "batch_size": self.batch_size,
+                "packed": self.packed.to_dict(),
+                "folder": None if self.folder is None else self.folder.to_dict(), "ratio": self.ratio}
+
+
+def _packed_side(dst: str, pipeline: str) -> tuple[Dataset[Any], Callable[[Any], Any] | None]:
+    if pipeline == "bytes":
+        return open_dataset(dst, decode=False), _count_bytes
+    if pipeline == "train":
+        return open_dataset(dst, transform=StandardTrainTransform()), None
+    codec = open_dataset(dst).manifest.codec
+    # The fused path starts from encoded bytes; stored pixels are handed over as an image.
+    return open_dataset(dst, transform=RandomResizedCropFlip(224), decode=codec == "pixels"), None
+
+
+def _folder_side(src: str, pipeline: str, packed: PackedImageDataset) -> ImageFolderDataset:
+    skipped = {s.path for s in packed.manifest.skipped}
+    hidden = packed.manifest.scan.include_hidden
+    if pipeline == "bytes":
+        return ImageFolderDataset(src, decode=False, exclude=skipped, include_hidden=hidden)
+    return ImageFolderDataset(src, transform=StandardTrainTransform(), exclude=skipped,
+                              include_hidden=hidden)
+
+
+def _subset(dataset: Dataset[Any], limit: int | None) -> Dataset[Any]:
+    size = len(dataset)  # type: ignore[arg-type]
+    if limit is None or limit >= size:
+        return dataset
+    order = torch.randperm(size, generator=torch.Generator().manual_seed(0))[:limit]
+    return Subset(dataset, sorted(order.tolist()))
+
+
+class _Side:
+    """A dataset, its persistent loader, and the per-batch work done in the main process."""
+
+    def __init__(self, name: str, dataset: Dataset[Any], *, workers: int, batch_size: int,
+                 prefetch_factor: int, persistent: bool, collate: Callable[[Any], Any] | None,
+                 normalize: Normalize | None, megabytes: float) -> None:
+        self.timing = Timing(name, len(dataset), megabytes)  # type: ignore[arg-type]
+        self._normalize = normalize
+        self._loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
+                                  prefetch_factor=prefetch_factor if workers else None,
+                                  persistent_workers=persistent and workers > 0,
+                                  collate_fn=collate)
+
+    def epoch(self) -> float:
+        started = time.perf_counter()
+        for batch in self._loader:
+            if self._normalize is not None:
+                self._normalize(batch[0])
+        return time.perf_counter() - started
+
+
+def _megabytes(dataset: PackedImageDataset) -> float:
+    return sum(s.num_bytes for s in dataset.manifest.shards) / 1e6
+
+
+def bench(dst: str | os.PathLike[str], *, against: str | os.PathLike[str] | None = None,
+          pipeline: str = "train", workers: int = 2, batch_size: int = 64, repeats: int = 3,
+          prefetch_factor: int = 2, persistent_workers: bool = True,
+          limit: int | None = None) -> BenchReport:
+    """Time ``repeats`` epochs of the packed dataset (and of ``against``, alternating).
+
+    ``limit`` reads a fixed random subset of that many samples (the same on both sides).
+
+    Raises:
+        ValueError: unknown ``pipeline`` or non-positive counts.
+        NotADatasetError, IncompleteDatasetError, ShardError: ``dst`` is not a complete dataset.
+    """
+    if pipeline not in PIPELINES:
+        raise ValueError(f"pipeline must be one of {', '.join(PIPELINES)}, not {pipeline!r}")
+    if repeats < 1 or batch_size < 1 or workers < 0:
+        raise ValueError("repeats and batch_size must be at least 1, workers at least 0")
+    packed, collate = _packed_side(os.fspath(dst), pipeline)
+    reference = open_dataset(dst)
+    normalize = Normalize() if pipeline == "fast" else None
+    fraction = 1.0 if limit is None else min(1.0, limit / max(1, len(reference)))
+    sides = [_Side("packed", _subset(packed, limit), workers=workers, batch_size=batch_size,
+                   prefetch_factor=prefetch_factor, persistent=persistent_workers,
+                   collate=collate, normalize=normalize,
+                   megabytes=_megabytes(reference) * fraction)]
+    if against is not None:
+        folder = _folder_side(os.fspath(against), pipeline, reference)
+        source_mb = sum(os.path.getsize(path) for path, _ in folder.samples) / 1e6
+        sides.append(_Side("folder", _subset(folder, limit), workers=workers, batch_size=batch_size,
+                           prefetch_factor=prefetch_factor, persistent=persistent_workers,
+                           collate=collate, normalize=None, megabytes=source_mb * fraction))
+    for side in sides:
+        side.epoch()  # start the workers, warm the page cache
+    for _ in range(repeats):
+        for side in sides:
+            side.timing.seconds.append(side.epoch())
+    return BenchReport(pipeline, workers, batch_size, sides[0].timing,
+                       sides[1].timing if len(sides) > 1 else None)
+
+
+def sweep(dst: str | os.PathLike[str], *, pipeline: str = "train", batch_size: int = 64,
+          limit: int | None = None, repeats: int = 2) -> Iterator[tuple[dict[str, Any], BenchReport]]:
+    """Try ``num_workers`` x ``prefetch_factor`` x ``persistent_workers`` on the packed dataset.
+
+    Yields each setting with its report, fastest last is not guaranteed: the caller ranks them.
+    With persistent workers off, each timed epoch includes starting the workers, as training
+    with ``persistent_workers=False`` pays it every epoch.
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    worker_counts = sorted({1, max(1, cpus // 2), cpus})
+    for workers, prefetch, persistent in itertools.product(worker_counts, (2, 4), (True, False)):
+        setting = {"num_workers": workers, "prefetch_factor": prefetch, "persistent_workers": persistent}
+        yield setting, bench(dst, pipeline=pipeline, workers=workers, batch_size=batch_size,
+                             repeats=repeats, prefetch_factor=prefetch,
+                             persistent_workers=persistent, limit=limit)
