@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
     from packer.manifest import Manifest
     from packer.sizes import parse_size
+    from packer.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
     from packer.verify import VerifyReport, verify_dataset
 
 _HOMES = {
@@ -55,11 +56,55 @@ _HOMES = {
     "packer.imagefolder": ["IMG_EXTENSIONS", "FolderIndex", "find_classes", "scan_imagefolder"],
     "packer.manifest": ["Manifest"],
     "packer.sizes": ["parse_size"],
+    "packer.transforms": ["CenterCropResize", "Normalize", "RandomResizedCropFlip"],
     "packer.verify": ["VerifyReport", "verify_dataset"],
 }
 _LAZY = {name: module for module, names in _HOMES.items() for name in names}
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "BadImageError",
+    "CenterCropResize",
+    "ConversionError",
+    "ConversionInterrupted",
+    "ConversionPlan",
+    "ConversionResult",
+    "DatasetError",
+    "EmptySourceError",
+    "FolderIndex",
+    "HDF5ImageDataset",
+    "IMG_EXTENSIONS",
+    "ImageFolderDataset",
+    "IncompleteDatasetError",
+    "LMDBImageDataset",
+    "Manifest",
+    "ManifestError",
+    "Normalize",
+    "NotADatasetError",
+    "OutputError",
+    "OutputExistsError",
+    "PackedImageDataset",
+    "PackerError",
+    "RandomResizedCropFlip",
+    "ResumeError",
+    "ShardError",
+    "SourceError",
+    "SourceNotFoundError",
+    "UnknownNameError",
+    "VerifyReport",
+    "backend_names",
+    "codec_names",
+    "convert",
+    "find_classes",
+    "get_backend",
+    "open_dataset",
+    "parse_size",
+    "plan_conversion",
+    "scan_imagefolder",
+    "verify_dataset",
+]
+
+if sorted(_LAZY) != __all__:  # the two lists must name the same things
+    raise ImportError("packer.__all__ and its lazy imports disagree")
 
 
 def __getattr__(name: str) -> Any:

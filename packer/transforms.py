@@ -41,6 +41,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from packer.imagecheck import pixel_limit_lifted
+
 __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
@@ -92,7 +94,8 @@ def _opened(sample: Sample) -> Iterator[tuple[Image.Image, bool]]:
         return
     if not isinstance(sample, bytes | bytearray | memoryview):
         raise TypeError(f"expected a PIL image or encoded bytes, not {type(sample).__name__}")
-    with Image.open(io.BytesIO(sample)) as image:
+    # Conversion vetted every stored image against its own pixel limit, as decode=True trusts.
+    with pixel_limit_lifted(), Image.open(io.BytesIO(sample)) as image:
         yield image, True
 
 
