@@ -77,13 +77,18 @@ class ShardSet:
         return self.readers[shard].read(local)
 
     def read_many(self, indices: Sequence[int]) -> list[bytes]:
-        """Payloads of several samples, in the given order; one read per shard touched."""
+        """Payloads of several samples, in the given order; one read per shard touched.
+
+        Within a shard the samples are read in file order (then put back in the asked order),
+        so a shuffled batch on a cold cache or shared storage reads forward, not back and forth.
+        """
         by_shard: dict[int, list[tuple[int, int]]] = {}
         for position, index in enumerate(indices):
             shard, local = self.locate(index)
             by_shard.setdefault(shard, []).append((position, local))
         out: list[bytes] = [b""] * len(indices)
         for shard, wanted in by_shard.items():
+            wanted.sort(key=lambda pair: pair[1])
             payloads = self.readers[shard].read_many([local for _, local in wanted])
             for (position, _), payload in zip(wanted, payloads, strict=True):
                 out[position] = payload
