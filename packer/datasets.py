@@ -100,15 +100,17 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         target_transform: Callable[[int], Any] | None = None,
         *,
         decode: bool = True,
+        _shards: ShardSet | None = None,
     ) -> None:
         self.root = os.path.abspath(os.fspath(root))
         self.transform = transform
         self.target_transform = target_transform
         self.decode = decode
-        self._open_shards()
+        self._open_shards(_shards)
 
-    def _open_shards(self) -> None:
-        shards = ShardSet(self.root)
+    def _open_shards(self, opened: ShardSet | None = None) -> None:
+        """Load the manifest and check the files (``opened``: already done by open_dataset)."""
+        shards = opened if opened is not None and opened.root == self.root else ShardSet(self.root)
         manifest = shards.manifest
         if self.backend is not None and manifest.backend != self.backend:
             right = _CLASSES.get(manifest.backend, PackedImageDataset).__name__
@@ -214,6 +216,6 @@ def open_dataset(
     Raises:
         NotADatasetError, IncompleteDatasetError, ManifestError, ShardError: as the classes do.
     """
-    backend = Manifest.load(path).backend
-    cls = _CLASSES.get(backend, PackedImageDataset)
-    return cls(path, transform, target_transform, decode=decode)
+    shards = ShardSet(path)  # loaded once, then handed to the dataset
+    cls = _CLASSES.get(shards.manifest.backend, PackedImageDataset)
+    return cls(path, transform, target_transform, decode=decode, _shards=shards)
