@@ -108,14 +108,19 @@ class BenchReport:
                 "folder": None if self.folder is None else self.folder.to_dict(), "ratio": self.ratio}
 
 
-def _packed_side(dst: str, pipeline: str) -> tuple[Dataset[Any], Callable[[Any], Any] | None]:
+def _packed_side(reference: PackedImageDataset,
+                 pipeline: str) -> tuple[Dataset[Any], Callable[[Any], Any] | None]:
+    """The packed dataset as ``pipeline`` reads it (``reference``: opened plainly, reused)."""
     if pipeline == "bytes":
-        return open_dataset(dst, decode=False), _count_bytes
+        reference.decode = False
+        return reference, _count_bytes
     if pipeline == "train":
-        return open_dataset(dst, transform=StandardTrainTransform()), None
-    codec = open_dataset(dst).manifest.codec
+        reference.transform = StandardTrainTransform()
+        return reference, None
     # The fused path starts from encoded bytes; stored pixels are handed over as an image.
-    return open_dataset(dst, transform=RandomResizedCropFlip(224), decode=codec == "pixels"), None
+    reference.transform = RandomResizedCropFlip(224)
+    reference.decode = reference.manifest.codec == "pixels"
+    return reference, None
 
 
 def _folder_side(src: str, pipeline: str, packed: PackedImageDataset) -> ImageFolderDataset:
@@ -176,8 +181,8 @@ def bench(dst: str | os.PathLike[str], *, against: str | os.PathLike[str] | None
         raise ValueError(f"pipeline must be one of {', '.join(PIPELINES)}, not {pipeline!r}")
     if repeats < 1 or batch_size < 1 or workers < 0:
         raise ValueError("repeats and batch_size must be at least 1, workers at least 0")
-    packed, collate = _packed_side(os.fspath(dst), pipeline)
     reference = open_dataset(dst)
+    packed, collate = _packed_side(reference, pipeline)
     normalize = Normalize() if pipeline == "fast" else None
     fraction = 1.0 if limit is None else min(1.0, limit / max(1, len(reference)))
     sides = [_Side("packed", _subset(packed, limit), workers=workers, batch_size=batch_size,

@@ -39,10 +39,10 @@ from packer.imagecheck import image_dimensions
 from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, scan_imagefolder
 from packer.manifest import Manifest, ScanInfo, ShardEntry
 from packer.planning import plan_shards
-from packer.resume import check_resumable, keep_finished_shards, plan_fingerprint
+from packer.resume import check_resumable, keep_finished_shards, plan_fingerprint, shard_fingerprint
 from packer.sample_index import write_sample_index
 from packer.scheduling import Collector, make_tasks
-from packer.shardwork import ShardResult, ShardTask, shard_fingerprint
+from packer.shardwork import ShardResult, ShardTask
 from packer.sizes import parse_size
 from packer.workers import run_shard_tasks
 

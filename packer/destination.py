@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 
-from packer.durable import atomic_write_bytes, fsync_dir
+from packer.durable import atomic_write_bytes, fsync_dir, is_temporary_name
 from packer.errors import OutputError, OutputExistsError
 from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
 from packer.sample_index import INDEX_FILES
@@ -134,7 +134,7 @@ def _remove_stray_temporaries(dst: str) -> None:
             continue
         for name in os.listdir(folder):
             path = os.path.join(folder, name)
-            if name.startswith(".") and name.endswith(".tmp") and os.path.isfile(path):
+            if is_temporary_name(name) and os.path.isfile(path):
                 os.unlink(path)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-__all__ = ["atomic_write_bytes", "fsync_dir", "fsync_file", "sha256_file"]
+__all__ = ["atomic_write_bytes", "fsync_dir", "fsync_file", "is_temporary_name", "sha256_file"]
 
 _CHUNK = 4 << 20
 
@@ -28,10 +28,20 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _temporary_path(path: str) -> str:
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+
+
+def is_temporary_name(name: str) -> bool:
+    """Whether ``name`` is one of :func:`atomic_write_bytes`'s temporary files."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
 def atomic_write_bytes(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    tmp = _temporary_path(path)
     try:
         with open(tmp, "wb") as handle:
             handle.write(data)

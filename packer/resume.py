@@ -19,19 +19,28 @@ from packer.errors import ResumeError
 from packer.imagefolder import FolderIndex
 from packer.shardwork import ShardResult, load_receipt
 
-__all__ = ["check_resumable", "keep_finished_shards", "plan_fingerprint"]
+__all__ = ["check_resumable", "keep_finished_shards", "plan_fingerprint", "shard_fingerprint"]
+
+
+def _digest(payload: dict[str, Any]) -> str:
+    text = json.dumps(payload, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def plan_fingerprint(src: str, options: dict[str, Any], index: FolderIndex) -> str:
     """Identity of a conversion plan: equal fingerprints give equal datasets."""
-    payload = {
+    return _digest({
         "source": src,
         "options": options,
         "classes": index.classes,
         "items": [(item.relpath, item.label, item.size) for item in index.items],
-    }
-    text = json.dumps(payload, sort_keys=True)
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    })
+
+
+def shard_fingerprint(index: int, options: dict[str, Any],
+                      items: tuple[tuple[str, int, int], ...]) -> str:
+    """Identity of a shard's inputs, kept in its receipt: same fingerprint, same shard bytes."""
+    return _digest({"index": index, "options": options, "items": items})
 
 
 def check_resumable(dst: str, marker: dict[str, Any], fingerprint: str, src: str,

@@ -13,6 +13,7 @@ almost nothing (no Python list per worker: the copy-on-read growth of pytorch is
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from typing import Final
 
 import numpy as np
 
-from packer.durable import atomic_write_bytes, sha256_file
+from packer.durable import atomic_write_bytes
 from packer.manifest import FileEntry
 
 __all__ = ["INDEX_FILES", "SampleIndex", "write_sample_index"]
@@ -53,7 +54,8 @@ def write_sample_index(root: str, relpaths: Sequence[str], targets: Sequence[int
     for name, data in contents.items():
         path = os.path.join(root, INDEX_FILES[name])
         atomic_write_bytes(path, data)
-        entries[name] = FileEntry(INDEX_FILES[name], len(data), sha256_file(path))
+        # Hash the bytes in hand: atomic_write_bytes fsynced exactly these to disk.
+        entries[name] = FileEntry(INDEX_FILES[name], len(data), hashlib.sha256(data).hexdigest())
     return entries
 
 

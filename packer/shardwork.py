@@ -9,7 +9,6 @@ finished: ``--resume`` keeps it untouched. Running the same task twice gives the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import uuid
@@ -82,12 +81,6 @@ class ShardResult:
     def to_json(self) -> str:
         """The receipt's text."""
         return json.dumps(asdict(self), sort_keys=True) + "\n"
-
-
-def shard_fingerprint(index: int, options: dict[str, Any], items: tuple[tuple[str, int, int], ...]) -> str:
-    """Identity of a shard's inputs: same fingerprint, same shard bytes."""
-    text = json.dumps({"index": index, "options": options, "items": items}, sort_keys=True)
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _receipt_path(dst: str, name: str) -> str:

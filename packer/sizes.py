@@ -40,9 +40,11 @@ def parse_size(text: str | int) -> int:
 
 def format_size(num_bytes: int) -> str:
     """Format a byte count for people, in binary units: ``1.5 GiB``."""
-    size = float(num_bytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+    if abs(num_bytes) < 1024:
+        return f"{num_bytes} B"
+    size = num_bytes / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if abs(size) < 1024:
+            return f"{size:.1f} {unit}"
         size /= 1024
-    raise AssertionError("unreachable")
+    return f"{size:.1f} TiB"
