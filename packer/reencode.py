@@ -22,11 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 from PIL import Image
 
 from packer.imagecheck import open_image, pixel_limit_lifted, unpackable
 
-__all__ = ["JpegCodec", "PixelsCodec", "target_size"]
+__all__ = ["JpegCodec", "PixelsCodec", "pixels_array", "target_size"]
 
 _PIXELS_HEADER = struct.Struct("<4sII")
 _PIXELS_MAGIC = b"PKPX"
@@ -39,6 +40,20 @@ def target_size(width: int, height: int, resize: int | None) -> tuple[int, int]:
     if width <= height:
         return resize, max(1, round(height * resize / width))
     return max(1, round(width * resize / height)), resize
+
+
+def pixels_array(data: bytes | bytearray | memoryview) -> np.ndarray | None:
+    """A read-only ``uint8`` ``(height, width, 3)`` view of a ``pixels`` record, no copy;
+    ``None`` when ``data`` is not one (an encoded image: no format starts with ``PKPX`` and
+    has exactly the record's length)."""
+    if len(data) < _PIXELS_HEADER.size:
+        return None
+    magic, width, height = _PIXELS_HEADER.unpack_from(data)
+    if magic != _PIXELS_MAGIC or len(data) != _PIXELS_HEADER.size + width * height * 3:
+        return None
+    pixels = np.frombuffer(data, dtype=np.uint8, offset=_PIXELS_HEADER.size)
+    pixels.flags.writeable = False
+    return pixels.reshape(height, width, 3)
 
 
 def _decoded(data: bytes, *, max_pixels: int, resize: int | None) -> Image.Image:
@@ -129,7 +144,10 @@ class PixelsCodec:
         return _PIXELS_HEADER.pack(_PIXELS_MAGIC, *rgb.size) + rgb.tobytes()
 
     def decode(self, data: bytes) -> Image.Image:
-        """The stored pixels as an RGB image (a copy; nothing to decode).
+        """The stored pixels as an RGB image: nothing to decode, nothing copied.
+
+        The image shares ``data``'s memory (Pillow copies it before any in-place edit), so
+        ``data`` must not change afterwards; the readers hand over immutable ``bytes``.
 
         Raises:
             ValueError: the payload is not a ``pixels`` record (damaged data).
@@ -137,7 +155,8 @@ class PixelsCodec:
         magic, width, height = _PIXELS_HEADER.unpack_from(data)
         if magic != _PIXELS_MAGIC or len(data) != _PIXELS_HEADER.size + width * height * 3:
             raise ValueError("not a packer pixels record: the shard is damaged (packer verify)")
-        return Image.frombytes("RGB", (width, height), data[_PIXELS_HEADER.size:])
+        pixels = memoryview(data)[_PIXELS_HEADER.size:]
+        return Image.frombuffer("RGB", (width, height), pixels, "raw", "RGB", 0, 1)
 
     def planned_bytes(self, image_size: tuple[int, int] | None, size: int) -> int:
         """Stored bytes, exactly, from the source's dimensions."""

@@ -13,16 +13,21 @@ runs once per batch, on the GPU when there is one::
 
 Given stored bytes (``decode=False``), a transform reads the size from the header, picks the
 crop, lets libjpeg decode a JPEG at 1/2, 1/4 or 1/8 scale when the crop is large enough for the
-output (Pillow's ``draft``: DCT-domain scaling), and resizes the crop in one pass
-(``Image.resize`` with ``box``, bilinear with antialiasing, as torchvision on PIL images). Given
-a PIL image (``decode=True``) it does the same without the draft. Without draft scaling the
-pixels are those of ``Image.open(f).convert("RGB").resize(size, BILINEAR, box=crop)`` (which
-differs from torchvision's crop-then-resize only on the border, whose filter sees just past the
-crop); with it they differ slightly (``draft_gap`` trades speed for closeness). Colour modes
-convert as ``convert("RGB")`` does; EXIF orientation is not applied, as in ImageFolder.
+output (Pillow's ``draft``: DCT-domain scaling; ``draft_gap`` trades speed for closeness), and
+resizes the crop in one pass, bilinear with antialiasing as torchvision's on PIL images. Given a
+PIL image (``decode=True``) it does the same without the draft. A ``pixels`` record (``--codec
+pixels``) is read in place: no decode, no copy. Colour modes convert as ``convert("RGB")`` does;
+EXIF orientation is not applied, as in ImageFolder.
 
-The bytes must be an encoded image (the ``original`` codec, or a re-encoding one such as
-``jpeg``), and opening them applies Pillow's own ``MAX_IMAGE_PIXELS`` limit.
+Two resamplers (:data:`RESAMPLERS`): ``"torch"``, the default, crops to whole pixels and runs
+torch's ``uint8`` antialiased bilinear kernel (about half the time of PIL's; it clamps at the
+crop's edge, as torchvision's crop-then-resize does); ``"pil"`` gives exactly
+``Image.open(f).convert("RGB").resize(size, BILINEAR, box=crop)``, sub-pixel box included (it
+differs from torchvision's crop-then-resize only on the border, whose filter sees just past the
+crop). Inside the crop the two agree within one or two levels.
+
+The bytes must be one of packer's payloads (the ``original`` codec, ``jpeg``, or ``pixels``);
+opening an encoded image applies Pillow's own ``MAX_IMAGE_PIXELS`` limit.
 
 Crops and flips follow torchvision's ``RandomResizedCrop`` then ``RandomHorizontalFlip`` exactly,
 drawing from torch's RNG in the same order, so DataLoader worker seeding applies as usual.
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import io
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final, TypeAlias
@@ -42,10 +48,12 @@ import torch
 from PIL import Image
 
 from packer.imagecheck import pixel_limit_lifted
+from packer.reencode import pixels_array
 
 __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
+    "RESAMPLERS",
     "CenterCropResize",
     "Normalize",
     "RandomResizedCropFlip",
@@ -63,6 +71,16 @@ Sample: TypeAlias = Image.Image | bytes | bytearray | memoryview
 Box: TypeAlias = tuple[float, float, float, float]
 
 _DRAFT_SCALES: Final = (8, 4, 2)
+
+#: How the crop is resized: torch's ``uint8`` antialiased bilinear kernel (the default, about
+#: twice as fast) or PIL's ``Image.resize(box=...)`` (torchvision-on-PIL's pixels exactly).
+RESAMPLERS: Final[tuple[str, ...]] = ("torch", "pil")
+
+
+def _check_resampler(resampler: str) -> str:
+    if resampler not in RESAMPLERS:
+        raise ValueError(f"resampler must be one of {', '.join(RESAMPLERS)}, not {resampler!r}")
+    return resampler
 
 
 def _pair(size: int | Sequence[int], name: str) -> tuple[int, int]:
@@ -87,16 +105,27 @@ def _check_gap(draft_gap: float) -> float:
 
 
 @contextmanager
-def _opened(sample: Sample) -> Iterator[tuple[Image.Image, bool]]:
-    """The image, not yet decoded when given bytes, and whether draft may be used on it."""
+def _opened(sample: Sample) -> Iterator[tuple[Image.Image | np.ndarray, bool]]:
+    """The image (not yet decoded when given bytes; an ``HWC`` array view for a ``pixels``
+    record) and whether draft may be used on it."""
     if isinstance(sample, Image.Image):
         yield sample, False
         return
     if not isinstance(sample, bytes | bytearray | memoryview):
         raise TypeError(f"expected a PIL image or encoded bytes, not {type(sample).__name__}")
+    if (pixels := pixels_array(sample)) is not None:
+        yield pixels, False
+        return
     # Conversion vetted every stored image against its own pixel limit, as decode=True trusts.
     with pixel_limit_lifted(), Image.open(io.BytesIO(sample)) as image:
         yield image, True
+
+
+def _size(image: Image.Image | np.ndarray) -> tuple[int, int]:
+    """``(width, height)``, as PIL's ``size``."""
+    if isinstance(image, np.ndarray):
+        return image.shape[1], image.shape[0]
+    return image.size
 
 
 def to_uint8_tensor(image: Image.Image, *, flip: bool = False) -> torch.Tensor:
@@ -118,20 +147,79 @@ def _draft_scale(box: Box, out_w: int, out_h: int, gap: float) -> int:
     return 1
 
 
-def _fused(image: Image.Image, box: Box, size: tuple[int, int], *, flip: bool, draft: bool,
-           draft_gap: float) -> torch.Tensor:
-    """Draft (if allowed), convert odd modes, one box resize, flip, tensor."""
+def _drafted(image: Image.Image | np.ndarray, box: Box, size: tuple[int, int], *, draft: bool,
+             draft_gap: float) -> tuple[Image.Image | np.ndarray, Box]:
+    """Let libjpeg decode at a reduced scale when allowed and the crop is large enough;
+    the image and ``box`` in its (maybe reduced) coordinates."""
     out_h, out_w = size
-    if draft and (scale := _draft_scale(box, out_w, out_h, draft_gap)) > 1:
+    if isinstance(image, Image.Image) and draft \
+            and (scale := _draft_scale(box, out_w, out_h, draft_gap)) > 1:
         width, height = image.size
         applied = image.draft("RGB", (width // scale, height // scale))
         if applied is not None:
             fx, fy = width / applied[1][2], height / applied[1][3]
             box = (box[0] / fx, box[1] / fy, min(box[2] / fx, image.width), min(box[3] / fy, image.height))
+    return image, box
+
+
+def _hwc(image: Image.Image | np.ndarray) -> torch.Tensor:
+    """An ``HWC`` ``uint8`` RGB tensor of ``image`` (a pixels record's array: not copied)."""
+    if isinstance(image, Image.Image):
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        image = np.asarray(image)
+    return _readonly_tensor(image)
+
+
+def _fused(image: Image.Image | np.ndarray, box: Box, size: tuple[int, int], *, flip: bool, draft: bool,
+           draft_gap: float, resampler: str) -> torch.Tensor:
+    """Draft (if allowed), convert odd modes, one crop-resize, flip, tensor."""
+    image, box = _drafted(image, box, size, draft=draft, draft_gap=draft_gap)
+    if resampler == "torch":
+        return _crop_resize_tensor(_hwc(image), box, size, flip=flip)
+    if isinstance(image, np.ndarray):
+        image = Image.fromarray(image, "RGB")
     if image.mode not in ("RGB", "L"):  # resizing P, RGBA, CMYK, I;16... differs from converting first
         image = image.convert("RGB")
-    resized = image.resize((out_w, out_h), Image.Resampling.BILINEAR, box=box)
+    resized = image.resize((size[1], size[0]), Image.Resampling.BILINEAR, box=box)
     return to_uint8_tensor(resized, flip=flip)
+
+
+def _interpolate(chw: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """Antialiased bilinear resize of a ``CHW`` ``uint8`` tensor (any strides) to ``size``."""
+    return torch.nn.functional.interpolate(chw.unsqueeze(0), size=size, mode="bilinear",
+                                           antialias=True, align_corners=False)[0]
+
+
+def _readonly_tensor(array: np.ndarray) -> torch.Tensor:
+    """``array`` as a tensor without a copy; it is only read (torch warns once about that)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(array)
+
+
+def _pixel_box(box: Box, width: int, height: int) -> tuple[int, int, int, int]:
+    """``box`` rounded to whole pixels, still at least one pixel, inside the image."""
+    left, top = min(round(box[0]), width - 1), min(round(box[1]), height - 1)
+    right, bottom = max(round(box[2]), left + 1), max(round(box[3]), top + 1)
+    return left, top, min(right, width), min(bottom, height)
+
+
+def _crop_resize_tensor(hwc: torch.Tensor, box: Box, size: tuple[int, int], *, flip: bool) -> torch.Tensor:
+    """Crop an ``HWC`` ``uint8`` tensor to ``box`` (whole pixels), resize, flip, as ``CHW``.
+
+    torch's antialiased bilinear ``interpolate`` has a ``uint8`` kernel that works on the
+    channels-last view directly and follows PIL's filter; it is about twice as fast as PIL's.
+    """
+    left, top, right, bottom = _pixel_box(box, hwc.shape[1], hwc.shape[0])
+    chw = hwc[top:bottom, left:right].permute(2, 0, 1)
+    if tuple(chw.shape[1:]) != size:
+        chw = _interpolate(chw, size)
+    elif not flip:
+        return chw.clone(memory_format=torch.contiguous_format)  # never a view of the source
+    if flip:
+        chw = chw.flip(-1)
+    return chw.contiguous()
 
 
 def _check_box(box: Sequence[float], width: int, height: int) -> Box:
@@ -142,7 +230,7 @@ def _check_box(box: Sequence[float], width: int, height: int) -> Box:
 
 
 def crop_resize(sample: Sample, box: Sequence[float], size: int | Sequence[int], *, flip: bool = False,
-                draft_gap: float = 1.0) -> torch.Tensor:
+                draft_gap: float = 1.0, resampler: str = "torch") -> torch.Tensor:
     """Crop ``box`` and resize it to ``size`` in one pass; the fused op both transforms use.
 
     Args:
@@ -152,6 +240,11 @@ def crop_resize(sample: Sample, box: Sequence[float], size: int | Sequence[int],
         flip: Mirror the result left to right.
         draft_gap: JPEG bytes decode at the smallest 1/2, 1/4 or 1/8 scale that keeps the crop at
             least this many times the output size; ``math.inf`` never drafts.
+        resampler: ``"torch"`` rounds the box to whole pixels, crops, then resizes with torch's
+            antialiased bilinear ``uint8`` kernel, which clamps at the crop's edge as
+            torchvision's crop-then-resize does; ``"pil"`` resizes the exact (sub-pixel) box
+            with PIL, whose filter sees just past it. Both are within a level or two of each
+            other inside the crop (see :data:`RESAMPLERS`).
 
     Returns:
         A contiguous ``uint8`` tensor of shape ``(3, height, width)``.
@@ -162,9 +255,10 @@ def crop_resize(sample: Sample, box: Sequence[float], size: int | Sequence[int],
     """
     out = _pair(size, "size")
     gap = _check_gap(draft_gap)
+    how = _check_resampler(resampler)
     with _opened(sample) as (image, draft):
-        checked = _check_box(box, *image.size)
-        return _fused(image, checked, out, flip=flip, draft=draft, draft_gap=gap)
+        checked = _check_box(box, *_size(image))
+        return _fused(image, checked, out, flip=flip, draft=draft, draft_gap=gap, resampler=how)
 
 
 def random_resized_crop_params(width: int, height: int, scale: tuple[float, float] = (0.08, 1.0),
@@ -205,6 +299,7 @@ class RandomResizedCropFlip:
         ratio: Range of the crop's aspect ratio (width / height), sampled log-uniformly.
         flip_p: Probability of mirroring left to right.
         draft_gap: See :func:`crop_resize`; 2.0 is closer to a full decode, 1.0 faster.
+        resampler: See :func:`crop_resize`: ``"torch"`` (faster) or ``"pil"``.
         generator: A seeded ``torch.Generator`` for reproducible draws in one process. Leave it
             ``None`` in DataLoader workers, whose global RNGs are seeded apart; copies of one
             generator would draw the same crops in every worker.
@@ -214,7 +309,8 @@ class RandomResizedCropFlip:
 
     def __init__(self, size: int | Sequence[int], scale: tuple[float, float] = (0.08, 1.0),
                  ratio: tuple[float, float] = (3 / 4, 4 / 3), flip_p: float = 0.5, *,
-                 draft_gap: float = 1.0, generator: torch.Generator | None = None) -> None:
+                 draft_gap: float = 1.0, resampler: str = "torch",
+                 generator: torch.Generator | None = None) -> None:
         if not 0.0 <= flip_p <= 1.0:
             raise ValueError(f"flip_p must be a probability in [0, 1], not {flip_p!r}")
         self.size = _pair(size, "size")
@@ -222,6 +318,7 @@ class RandomResizedCropFlip:
         self.ratio = _range(ratio, "ratio")
         self.flip_p = float(flip_p)
         self.draft_gap = _check_gap(draft_gap)
+        self.resampler = _check_resampler(resampler)
         self.generator = generator
 
     def get_params(self, width: int, height: int) -> tuple[int, int, int, int]:
@@ -230,22 +327,20 @@ class RandomResizedCropFlip:
 
     def __call__(self, sample: Sample) -> torch.Tensor:
         with _opened(sample) as (image, draft):
-            i, j, h, w = self.get_params(*image.size)
+            i, j, h, w = self.get_params(*_size(image))
             flip = torch.rand(1, generator=self.generator).item() < self.flip_p
             return _fused(image, (j, i, j + w, i + h), self.size, flip=flip, draft=draft,
-                          draft_gap=self.draft_gap)
+                          draft_gap=self.draft_gap, resampler=self.resampler)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(size={self.size}, scale={self.scale}, ratio={self.ratio}, "
-                f"flip_p={self.flip_p}, draft_gap={self.draft_gap})")
+                f"flip_p={self.flip_p}, draft_gap={self.draft_gap}, resampler={self.resampler!r})")
 
 
-def center_crop_box(width: int, height: int, size: int | Sequence[int] = 224, resize: int = 256) -> Box:
-    """The source box that torchvision's ``Resize(resize)`` + ``CenterCrop(size)`` keeps.
-
-    ``Resize`` takes the short side to ``resize`` and the long one to
-    ``int(resize * long / short)``; ``CenterCrop`` offsets by ``round((side - crop) / 2)``.
-    """
+def _center_crop_geometry(width: int, height: int, size: int | Sequence[int],
+                          resize: int) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
+    """torchvision's ``Resize(resize)`` size ``(height, width)`` and ``CenterCrop(size)``'s
+    ``(left, top, right, bottom)`` in it."""
     crop_h, crop_w = _pair(size, "size")
     if width <= height:
         new_w, new_h = resize, int(resize * height / width)
@@ -254,33 +349,60 @@ def center_crop_box(width: int, height: int, size: int | Sequence[int] = 224, re
     if crop_h > new_h or crop_w > new_w:
         raise ValueError(f"crop {crop_h}x{crop_w} is larger than the resized {new_h}x{new_w} image")
     top, left = round((new_h - crop_h) / 2.0), round((new_w - crop_w) / 2.0)
+    return (new_h, new_w), (left, top, left + crop_w, top + crop_h)
+
+
+def center_crop_box(width: int, height: int, size: int | Sequence[int] = 224, resize: int = 256) -> Box:
+    """The source box that torchvision's ``Resize(resize)`` + ``CenterCrop(size)`` keeps.
+
+    ``Resize`` takes the short side to ``resize`` and the long one to
+    ``int(resize * long / short)``; ``CenterCrop`` offsets by ``round((side - crop) / 2)``.
+    """
+    (new_h, new_w), (left, top, right, bottom) = _center_crop_geometry(width, height, size, resize)
     fx, fy = width / new_w, height / new_h
-    return left * fx, top * fy, min((left + crop_w) * fx, width), min((top + crop_h) * fy, height)
+    return left * fx, top * fy, min(right * fx, width), min(bottom * fy, height)
 
 
 class CenterCropResize:
-    """Evaluation transform: ``Resize(resize)`` + ``CenterCrop(size)`` as one box resize.
+    """Evaluation transform: ``Resize(resize)`` + ``CenterCrop(size)``.
+
+    With ``resampler="pil"`` it is one box resize of the crop; with ``"torch"`` the (maybe
+    drafted) image is resized whole, then cropped, as torchvision does, so that the crop's
+    border sees its neighbours (the crop is most of the image: resizing it all costs little).
 
     Args:
         size: Output ``(height, width)``, or an int for a square.
         resize: The short side before cropping; at least the crop.
         draft_gap: See :func:`crop_resize`.
+        resampler: See :func:`crop_resize`: ``"torch"`` (faster) or ``"pil"``.
     """
 
-    def __init__(self, size: int | Sequence[int] = 224, resize: int = 256, *, draft_gap: float = 1.0) -> None:
+    def __init__(self, size: int | Sequence[int] = 224, resize: int = 256, *, draft_gap: float = 1.0,
+                 resampler: str = "torch") -> None:
         self.size = _pair(size, "size")
         if not isinstance(resize, int) or resize < max(self.size):
             raise ValueError(f"resize must be an int no smaller than the crop {self.size}, not {resize!r}")
         self.resize = resize
         self.draft_gap = _check_gap(draft_gap)
+        self.resampler = _check_resampler(resampler)
 
     def __call__(self, sample: Sample) -> torch.Tensor:
         with _opened(sample) as (image, draft):
-            box = center_crop_box(*image.size, self.size, self.resize)
-            return _fused(image, box, self.size, flip=False, draft=draft, draft_gap=self.draft_gap)
+            width, height = _size(image)
+            box = center_crop_box(width, height, self.size, self.resize)
+            if self.resampler == "pil":
+                return _fused(image, box, self.size, flip=False, draft=draft, draft_gap=self.draft_gap,
+                              resampler="pil")
+            image, _ = _drafted(image, box, self.size, draft=draft, draft_gap=self.draft_gap)
+            resized, (left, top, right, bottom) = _center_crop_geometry(width, height, self.size, self.resize)
+            whole = _hwc(image).permute(2, 0, 1)
+            if tuple(whole.shape[1:]) != resized:
+                whole = _interpolate(whole, resized)
+            return whole[:, top:bottom, left:right].contiguous()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(size={self.size}, resize={self.resize}, draft_gap={self.draft_gap})"
+        return (f"{type(self).__name__}(size={self.size}, resize={self.resize}, draft_gap={self.draft_gap}, "
+                f"resampler={self.resampler!r})")
 
 
 class Normalize(torch.nn.Module):
@@ -306,18 +428,38 @@ class Normalize(torch.nn.Module):
         self.register_buffer("scale", torch.tensor(scale).view(-1, 1, 1), persistent=False)
         self.register_buffer("shift", torch.tensor(shift).view(-1, 1, 1), persistent=False)
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """Normalise ``images``; raises ValueError unless ``uint8`` with ``len(mean)`` channels."""
+    def forward(self, images: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Normalise ``images``, into ``out`` when given (its shape, ``dtype``, on its device).
+
+        Passing the same ``out`` every step spares the allocation, which on the CPU costs more
+        than the arithmetic: a batch of 64 float32 224x224 images is 38 MB, above glibc's
+        largest mmap threshold (32 MB), so each new one is fresh pages, faulted in and zeroed
+        (measured: 0.41 ms per image allocating, 0.08 ms into a reused buffer). Reuse it only
+        once the previous batch is no longer needed (after the optimizer step).
+
+        Raises:
+            ValueError: ``images`` is not ``uint8`` with ``len(mean)`` channels, or ``out`` does
+                not match it.
+        """
         if images.dtype != torch.uint8:
             raise ValueError(f"Normalize takes uint8 images (0-255), not {images.dtype}")
         if images.dim() < 3 or images.shape[-3] != len(self.mean):
             raise ValueError(f"expected (..., {len(self.mean)}, H, W) images, "
                              f"not shape {tuple(images.shape)}")
+        if out is not None and (out.shape != images.shape or out.dtype != self.dtype
+                                or out.device != images.device):
+            raise ValueError(f"out must be a {self.dtype} tensor of shape {tuple(images.shape)} on "
+                             f"{images.device}, not {out.dtype} {tuple(out.shape)} on {out.device}")
         if self.scale.device != images.device:
             self.to(images.device)
+        if out is not None and self.dtype == torch.float32:
+            # Conversion by copy, then two in-place ops: no temporary at all.
+            return out.copy_(images).mul_(self.scale).add_(self.shift)
         # One conversion then two in-place ops: on the CPU, twice as fast as addcmul on uint8.
-        out = images.to(torch.float32).mul_(self.scale).add_(self.shift)
-        return out if self.dtype == torch.float32 else out.to(self.dtype)
+        result = images.to(torch.float32).mul_(self.scale).add_(self.shift)
+        if out is not None:
+            return out.copy_(result)
+        return result if self.dtype == torch.float32 else result.to(self.dtype)
 
     def extra_repr(self) -> str:
         return f"mean={self.mean}, std={self.std}, dtype={self.dtype}"

@@ -57,9 +57,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Subset
 
 import packer
-from packer.bench import StandardTrainTransform, _count_bytes
+from packer.bench import BatchNormalizer, StandardTrainTransform, _count_bytes
 from packer.folder import ImageFolderDataset
-from packer.transforms import Normalize, RandomResizedCropFlip
+from packer.transforms import RandomResizedCropFlip
 
 CONVERSIONS: dict[str, dict[str, Any]] = {
     "lmdb": {"to": "lmdb", "codec": "original"},
@@ -139,9 +139,8 @@ def make_dataset(key: str, src: str, dsts: dict[str, str]) -> tuple[Dataset[Any]
         return packer.open_dataset(dst, decode=False), _count_bytes, False
     if pipeline == "std":
         return packer.open_dataset(dst, transform=StandardTrainTransform()), None, False
-    # The fused path starts from encoded bytes; stored pixels are handed over as an image.
-    decode = packer.open_dataset(dst).manifest.codec == "pixels"
-    return packer.open_dataset(dst, transform=RandomResizedCropFlip(224), decode=decode), None, True
+    # The fused path starts from the stored bytes, whatever the codec (pixels are read in place).
+    return packer.open_dataset(dst, transform=RandomResizedCropFlip(224), decode=False), None, True
 
 
 def files_of(dataset: Dataset[Any]) -> list[str]:
@@ -165,7 +164,7 @@ class Side:
     key: str
     dataset: Dataset[Any]
     collate: Callable | None
-    normalize: Normalize | None
+    normalize: BatchNormalizer | None
     files: list[str]
     seconds: list[float] = field(default_factory=list)
     loader: DataLoader | None = None
@@ -180,9 +179,13 @@ class Side:
         if fresh or self.loader is None:
             self.loader = self.make_loader(args, persistent=not fresh)
         started = time.perf_counter()
-        for batch in self.loader:
-            if self.normalize is not None:
-                self.normalize(batch[0])
+        if self.normalize is None:
+            for _ in self.loader:
+                pass
+        else:
+            with self.normalize.threads():
+                for batch in self.loader:
+                    self.normalize(batch[0])
         elapsed = time.perf_counter() - started
         if fresh:
             self.loader = None
@@ -209,7 +212,8 @@ def run_group(group: str, keys: list[str], src: str, dsts: dict[str, str],
         indices = subset_indices(len(dataset), args.limit)  # type: ignore[arg-type]
         if indices is not None:
             dataset = Subset(dataset, indices)
-        sides[key] = Side(key, dataset, collate, Normalize() if normalize else None, files)
+        normalizer = BatchNormalizer(args.workers) if normalize else None
+        sides[key] = Side(key, dataset, collate, normalizer, files)
     sizes = {key: len(side.dataset) for key, side in sides.items()}  # type: ignore[arg-type]
     if len(set(sizes.values())) != 1:
         raise SystemExit(f"sides read different numbers of samples: {sizes}")
