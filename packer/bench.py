@@ -161,7 +161,8 @@ class BatchNormalizer:
         if self._buffer is None or self._buffer.shape[1:] != images.shape[1:] \
                 or len(self._buffer) < len(images):
             self._buffer = torch.empty(images.shape, dtype=self.normalize.dtype)
-        return self.normalize(images, out=self._buffer[:len(images)])
+        normalized: torch.Tensor = self.normalize(images, out=self._buffer[:len(images)])
+        return normalized
 
     @contextmanager
     def threads(self) -> Iterator[None]:

@@ -3,23 +3,25 @@
 (The module is ``conversion``, not ``convert``, so that ``packer.convert`` is always the function.)
 
 The order of events is the crash-safety contract: DST is checked (nothing touched), SRC is
-scanned and planned, DST is marked "in progress" with the plan's fingerprint, worker processes
-write whole shards (each under ``DST/.tmp``, fsynced, hashed, renamed into place, then given a
-receipt), the sample index is written, and ``index.json`` is written last, atomically. A run
-killed at any instant leaves a DST that readers reject as incomplete and that ``resume``
-finishes, keeping every finished shard. Every file with an image name is packed or listed in
-``skipped`` with a reason. The output does not depend on the number of workers.
+scanned and planned, DST is marked "in progress" with the plan (:mod:`packer.jobplan`), the
+shard tasks run on an engine (:mod:`packer.engines`: local worker processes by default), each
+writing its shard under ``DST/.tmp``, fsyncing, hashing, renaming it into place and leaving a
+receipt; then the sample index is written, and ``index.json`` last, atomically
+(:mod:`packer.merge`). A run killed at any instant leaves a DST that readers reject as
+incomplete and that ``resume`` finishes, keeping every finished shard. Every file with an
+image name is packed or listed in ``skipped`` with a reason. The output depends neither on the
+number of workers nor on the engine, nor on whether the shards were written by one run or by
+array tasks (:func:`convert_task`) and merged.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
-from importlib import metadata
 from typing import Any
 
 from tqdm import tqdm
@@ -33,21 +35,23 @@ from packer.destination import (
     finish_destination,
     read_marker,
     start_destination,
+    task_staging,
 )
+from packer.engines import Engine, LocalEngine
 from packer.errors import OutputError
 from packer.imagecheck import image_dimensions
 from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, scan_imagefolder
-from packer.manifest import Manifest, ScanInfo, ShardEntry
+from packer.jobplan import JobPlan, claim_destination, shards_of_task
+from packer.manifest import Manifest, ScanInfo
+from packer.merge import build_manifest, finished_shards
 from packer.planning import plan_shards
 from packer.resume import check_resumable, keep_finished_shards, plan_fingerprint, shard_fingerprint
-from packer.sample_index import write_sample_index
 from packer.scheduling import Collector, make_tasks
 from packer.shardwork import ShardResult, ShardTask
 from packer.sizes import parse_size
-from packer.workers import run_shard_tasks
 
-__all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "convert", "default_workers",
-           "planned_item_sizes", "shard_name"]
+__all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "TaskResult", "convert", "convert_task",
+           "default_workers", "planned_item_sizes", "shard_name"]
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +120,92 @@ class _Bar:
         self._bar.close()
 
 
+@dataclass(frozen=True)
+class _Job:
+    """A checked, scanned and planned conversion, before anything is written."""
+
+    src: str
+    dst: str
+    state: str
+    index: FolderIndex
+    plan: JobPlan
+    tasks: tuple[ShardTask, ...]  # one per planned shard; staging set when run
+
+
+def _prepare(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, to: str,
+             shard_size: int | str, codec: str, codec_options: Mapping[str, Any] | None, check: str,
+             max_pixels: int, strict: bool, overwrite: bool, resume: bool, include_hidden: bool,
+             allow_empty: bool, is_valid_file: Callable[[str], bool] | None,
+             num_tasks: int | None) -> _Job:
+    """Validate the options, check DST (touching nothing), scan SRC and plan the shards."""
+    backend = get_backend(to)
+    chosen_codec = get_codec(codec, codec_options)
+    if check not in CHECK_LEVELS:
+        raise ValueError(f"check must be one of {', '.join(CHECK_LEVELS)}, not {check!r}")
+    if max_pixels <= 0:
+        raise ValueError(f"max_pixels must be positive, not {max_pixels}")
+    planned_size = parse_size(shard_size)
+    src_path, dst_path = os.path.abspath(os.fspath(src)), os.path.abspath(os.fspath(dst))
+    state = check_destination(dst_path, src_path, overwrite=overwrite, resume=resume)
+    index = scan_imagefolder(src_path, is_valid_file=is_valid_file, allow_empty=allow_empty,
+                             include_hidden=include_hidden)
+    options: dict[str, Any] = {
+        "backend": backend.name, "codec": chosen_codec.name, "codec_params": chosen_codec.params(),
+        "check": check, "max_pixels": max_pixels, "shard_size": planned_size,
+        "include_hidden": include_hidden, "allow_empty": allow_empty,
+        "filter": "is_valid_file" if is_valid_file is not None else "extensions",
+    }
+    fingerprint = plan_fingerprint(src_path, options, index)
+    plans = plan_shards(planned_item_sizes(index, chosen_codec), planned_size)
+    names = tuple(shard_name(plan.index, backend.suffix) for plan in plans)
+    items = [tuple((it.relpath, it.label, it.size) for it in index.items[p.start:p.stop]) for p in plans]
+    fingerprints = tuple(shard_fingerprint(p.index, options, items[p.index]) for p in plans)
+    plan = JobPlan(src_path, options, fingerprint, len(index.items), tuple(index.classes),
+                   _scan_info(index, is_valid_file), names, fingerprints, num_tasks)
+    tasks = tuple(ShardTask(p.index, names[p.index], src_path, dst_path, "", backend.name,
+                            chosen_codec.name, check, max_pixels, strict, p.planned_bytes,
+                            items[p.index], fingerprints[p.index], chosen_codec.params())
+                  for p in plans)
+    return _Job(src_path, dst_path, state, index, plan, tasks)
+
+
+def _choose_engine(engine: Engine | None, workers: int | None) -> Engine:
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    if engine is not None:
+        if workers is not None:
+            raise ValueError("give workers or an engine, not both (an engine has its own workers)")
+        return engine
+    return LocalEngine(workers or default_workers())
+
+
+def _run(job: _Job, todo: list[ShardTask], kept: dict[int, ShardResult], staging: str, engine: Engine,
+         *, progress: bool) -> dict[int, ShardResult]:
+    """Write the ``todo`` shards on ``engine``; all finished shards by number."""
+    shard_tasks = [replace(task, staging=staging) for task in todo]
+    tasks = make_tasks(shard_tasks, engine.parallelism)
+    collect = Collector(tasks)
+    total = sum(len(task.items) for task in shard_tasks) + sum(
+        len(r.relpaths) + len(r.skipped) for r in kept.values())
+    bar = _Bar(total, enabled=progress, desc=f"packing {os.path.basename(job.src) or job.src}")
+    try:
+        for result in kept.values():
+            bar.kept(result)
+        engine.run(tasks, on_event=bar.event, on_result=collect)
+    except BaseException:
+        collect.abort()
+        discard_staging(job.dst, staging)
+        raise
+    finally:
+        bar.close()
+    return {**kept, **collect.shards}
+
+
+def _write_error(dst: str, err: OSError) -> OutputError:
+    return OutputError(f"Cannot write to {dst!r}: {err.strerror or err}. Choose a writable "
+                       "destination, or fix its permissions and run again.")
+
+
 def convert(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str],
@@ -130,6 +220,7 @@ def convert(
     overwrite: bool = False,
     resume: bool = False,
     workers: int | None = None,
+    engine: Engine | None = None,
     include_hidden: bool = False,
     allow_empty: bool = False,
     is_valid_file: Callable[[str], bool] | None = None,
@@ -153,10 +244,12 @@ def convert(
             several workers, the first one any worker meets).
         overwrite: Replace an existing packer dataset or interrupted conversion at ``dst``.
         resume: Finish an interrupted conversion of the same source with the same options,
-            keeping its finished shards; on a complete one, do nothing; on an empty ``dst``,
-            simply start.
-        workers: Worker processes writing shards (default: the CPUs this process may use).
-            The output is byte-identical whatever the number.
+            keeping its finished shards (array tasks' too); on a complete one, do nothing; on
+            an empty ``dst``, simply start.
+        workers: Worker processes writing shards on this machine (default: the CPUs this
+            process may use). The output is byte-identical whatever the number.
+        engine: Where the shard tasks run instead (see :mod:`packer.engines`, and
+            :mod:`packer.dask_engine` for Dask and Slurm/PBS); not with ``workers``.
         include_hidden: Pack names starting with ``.`` too (ImageFolder does; packer does not).
         allow_empty: Accept class folders without images, as ImageFolder's ``allow_empty``.
         is_valid_file: Replaces the extension check; receives each file's full path.
@@ -174,78 +267,127 @@ def convert(
         UnknownNameError: ``to`` or ``codec`` is not registered.
     """
     started = time.perf_counter()
-    backend = get_backend(to)
-    chosen_codec = get_codec(codec, codec_options)
-    if check not in CHECK_LEVELS:
-        raise ValueError(f"check must be one of {', '.join(CHECK_LEVELS)}, not {check!r}")
-    if max_pixels <= 0:
-        raise ValueError(f"max_pixels must be positive, not {max_pixels}")
-    if workers is not None and workers < 1:
-        raise ValueError(f"workers must be at least 1, not {workers}")
-    planned_size = parse_size(shard_size)
-    src_path, dst_path = os.path.abspath(os.fspath(src)), os.path.abspath(os.fspath(dst))
-    state = check_destination(dst_path, src_path, overwrite=overwrite, resume=resume)
-    index = scan_imagefolder(src_path, is_valid_file=is_valid_file, allow_empty=allow_empty,
-                             include_hidden=include_hidden)
-    options: dict[str, Any] = {
-        "backend": backend.name, "codec": chosen_codec.name, "codec_params": chosen_codec.params(),
-        "check": check, "max_pixels": max_pixels, "shard_size": planned_size,
-        "include_hidden": include_hidden, "allow_empty": allow_empty,
-        "filter": "is_valid_file" if is_valid_file is not None else "extensions",
-    }
-    fingerprint = plan_fingerprint(src_path, options, index)
-    if resume and state == "complete":
-        return _already_complete(dst_path, fingerprint, len(index.items), started)
-    if resume and state == "partial":
-        check_resumable(dst_path, read_marker(dst_path), fingerprint, src_path, options,
-                        len(index.items))
-    plans = plan_shards(planned_item_sizes(index, chosen_codec), planned_size)
-    names = [shard_name(plan.index, backend.suffix) for plan in plans]
-    items = [tuple((it.relpath, it.label, it.size) for it in index.items[p.start:p.stop]) for p in plans]
-    fingerprints = [shard_fingerprint(p.index, options, items[p.index]) for p in plans]
+    chosen = _choose_engine(engine, workers)
+    job = _prepare(src, dst, to=to, shard_size=shard_size, codec=codec, codec_options=codec_options,
+                   check=check, max_pixels=max_pixels, strict=strict, overwrite=overwrite,
+                   resume=resume, include_hidden=include_hidden, allow_empty=allow_empty,
+                   is_valid_file=is_valid_file, num_tasks=None)
+    plan = job.plan
+    if resume and job.state == "complete":
+        return _already_complete(job.dst, plan.fingerprint, plan.items, started)
+    if resume and job.state == "partial":
+        marker = read_marker(job.dst)
+        check_resumable(job.dst, marker, plan.fingerprint, job.src, plan.options, plan.items)
+        # An array job's plan names its task count; finishing it here is one task of one.
+        plan = replace(plan, num_tasks=marker.get("num_tasks"))  # type: ignore[arg-type]
     try:
-        if state in ("complete", "partial") and not resume:
-            clear_destination(dst_path)
-        staging = start_destination(dst_path, {"source": src_path, "options": options,
-                                               "fingerprint": fingerprint,
-                                               "items": len(index.items), "shards": len(plans)})
-        kept = keep_finished_shards(dst_path, names, fingerprints) if resume else {}
+        if job.state in ("complete", "partial") and not resume:
+            clear_destination(job.dst)
+        staging = start_destination(job.dst, plan.to_marker())
+        kept = (keep_finished_shards(job.dst, list(plan.shard_names), list(plan.shard_fingerprints))
+                if resume else {})
     except OSError as err:
-        raise OutputError(f"Cannot write to {dst_path!r}: {err.strerror or err}. Choose a writable "
-                          "destination, or fix its permissions and run again.") from err
-    shard_tasks = [ShardTask(p.index, names[p.index], src_path, dst_path, staging, backend.name,
-                             chosen_codec.name, check, max_pixels, strict, p.planned_bytes,
-                             items[p.index], fingerprints[p.index], chosen_codec.params())
-                   for p in plans if p.index not in kept]
-    workers = workers or default_workers()
-    tasks = make_tasks(shard_tasks, workers)
-    collect = Collector(tasks)
-    bar = _Bar(len(index.items), enabled=progress,
-               desc=f"packing {os.path.basename(src_path) or src_path}")
+        raise _write_error(job.dst, err) from err
+    todo = [task for task in job.tasks if task.index not in kept]
+    results = _run(job, todo, kept, staging, chosen, progress=progress)
     try:
-        for result in kept.values():
-            bar.kept(result)
-        run_shard_tasks(tasks, workers=workers, on_event=bar.event, on_result=collect)
-    except BaseException:
-        collect.abort()
-        discard_staging(dst_path)
-        raise
-    finally:
-        bar.close()
-    results = {**kept, **collect.shards}
-    try:
-        manifest = _write_manifest(dst_path, src_path, index,
-                                   [results[i] for i in range(len(plans))], options, fingerprint,
-                                   is_valid_file)
-        finish_destination(dst_path)
+        manifest = build_manifest(job.dst, plan, [results[i] for i in range(len(job.tasks))])
+        finish_destination(job.dst)
     except OSError as err:
-        raise OutputError(f"Writing the manifest of {dst_path!r} failed: {err.strerror or err}. "
+        raise OutputError(f"Writing the manifest of {job.dst!r} failed: {err.strerror or err}. "
                           "Fix it (free space?), then run the same command with --resume.") from err
     seconds = time.perf_counter() - started
-    log.info("packed %d samples into %s in %.1f s", manifest.num_samples, dst_path, seconds)
+    log.info("packed %d samples into %s in %.1f s", manifest.num_samples, job.dst, seconds)
     bytes_in = sum(r.bytes_in for i, r in results.items() if i not in kept)
-    return ConversionResult(dst_path, manifest, len(index.items), seconds, bytes_in,
+    return ConversionResult(job.dst, manifest, len(job.index.items), seconds, bytes_in,
                             resumed_shards=len(kept))
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What one array task did: its shards (written now or kept from an earlier attempt)."""
+
+    dst: str
+    task_id: int
+    num_tasks: int
+    shards: tuple[str, ...]
+    written: int
+    kept: int
+    samples: int
+    skipped: int
+    seconds: float
+    bytes_in: int
+    missing: tuple[str, ...]
+    already_complete: bool = False
+
+
+def convert_task(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    task_id: int,
+    num_tasks: int,
+    to: str,
+    shard_size: int | str = DEFAULT_SHARD_SIZE,
+    codec: str = "original",
+    codec_options: Mapping[str, Any] | None = None,
+    check: str = "full",
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    strict: bool = False,
+    workers: int | None = None,
+    engine: Engine | None = None,
+    include_hidden: bool = False,
+    allow_empty: bool = False,
+    is_valid_file: Callable[[str], bool] | None = None,
+    progress: bool = False,
+) -> TaskResult:
+    """Array task ``task_id`` of ``num_tasks``: write its share of the shards of ``dst``.
+
+    Every task runs the same command with its own id (ids from 0); they may run at the same
+    time, on different machines, into one DST on shared storage. Task ``I`` writes the shards
+    numbered ``I, I + N, I + 2N, ...`` (:func:`packer.jobplan.shards_of_task`), keeps those an
+    earlier attempt finished, and writes no manifest: run :func:`packer.merge` (``packer
+    merge DST``) once all tasks are done. The result equals a single :func:`convert`'s.
+    Options are as for :func:`convert`; there is no ``overwrite`` (clear DST first) and
+    resuming is implicit.
+
+    Raises:
+        ValueError: ``task_id`` is not in ``0 .. num_tasks - 1``.
+        ResumeError: DST holds another plan (other source, options or task count).
+        Everything :func:`convert` raises.
+    """
+    started = time.perf_counter()
+    chosen = _choose_engine(engine, workers)
+    if num_tasks < 1 or not 0 <= task_id < num_tasks:
+        raise ValueError(f"task id must be from 0 to {num_tasks - 1} for {num_tasks} tasks, not {task_id}")
+    job = _prepare(src, dst, to=to, shard_size=shard_size, codec=codec, codec_options=codec_options,
+                   check=check, max_pixels=max_pixels, strict=strict, overwrite=False, resume=True,
+                   include_hidden=include_hidden, allow_empty=allow_empty, is_valid_file=is_valid_file,
+                   num_tasks=num_tasks)
+    plan = job.plan
+    mine = shards_of_task(len(job.tasks), task_id, num_tasks)
+    names = tuple(plan.shard_names[i] for i in mine)
+    if job.state == "complete":
+        _already_complete(job.dst, plan.fingerprint, plan.items, started)  # or raise: another plan
+        return TaskResult(job.dst, task_id, num_tasks, names, 0, len(names), 0, 0,
+                          time.perf_counter() - started, 0, (), already_complete=True)
+    try:
+        claim_destination(job.dst, plan)
+        staging = task_staging(job.dst, task_id, num_tasks)
+        kept = keep_finished_shards(job.dst, list(names), [plan.shard_fingerprints[i] for i in mine])
+    except OSError as err:
+        raise _write_error(job.dst, err) from err
+    kept = {mine[position]: result for position, result in kept.items()}
+    todo = [job.tasks[i] for i in mine if i not in kept]
+    results = _run(job, todo, kept, staging, chosen, progress=progress)
+    shutil.rmtree(staging, ignore_errors=True)
+    _, missing = finished_shards(job.dst, plan)
+    written = {i: r for i, r in results.items() if i not in kept}
+    return TaskResult(job.dst, task_id, num_tasks, names, len(written), len(kept),
+                      sum(len(r.relpaths) for r in results.values()),
+                      sum(len(r.skipped) for r in results.values()), time.perf_counter() - started,
+                      sum(r.bytes_in for r in written.values()),
+                      tuple(plan.shard_names[i] for i in missing))
 
 
 def planned_item_sizes(index: FolderIndex, codec: Codec) -> list[int]:
@@ -266,41 +408,6 @@ def _already_complete(dst: str, fingerprint: str, found: int, started: float) ->
                             resumed_shards=len(manifest.shards), already_complete=True)
 
 
-def _write_manifest(dst: str, src: str, index: FolderIndex, results: list[ShardResult],
-                    options: dict[str, Any], fingerprint: str,
-                    is_valid_file: Callable[[str], bool] | None) -> Manifest:
-    """Number the shards, write the sample index, then the manifest, last."""
-    shards: list[ShardEntry] = []
-    relpaths: list[str] = []
-    targets: list[int] = []
-    for result in results:
-        shards.append(replace(result.entry, first=len(relpaths)))
-        relpaths.extend(result.relpaths)
-        targets.extend(result.targets)
-    counts = [0] * len(index.classes)
-    for target in targets:
-        counts[target] += 1
-    manifest = Manifest(
-        backend=options["backend"],
-        codec=options["codec"],
-        codec_params=options["codec_params"],
-        check=options["check"],
-        max_pixels=options["max_pixels"],
-        classes=index.classes,
-        class_counts=tuple(counts),
-        shards=tuple(shards),
-        sample_index=write_sample_index(dst, relpaths, targets),
-        skipped=tuple(s for r in results for s in r.skipped),
-        scan=_scan_info(index, is_valid_file),
-        source=src,
-        created_by=f"packer {_packer_version()}",
-        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        extra={"shard_size": options["shard_size"], "plan_fingerprint": fingerprint},
-    )
-    manifest.save(dst)
-    return manifest
-
-
 def _scan_info(index: FolderIndex, is_valid_file: Callable[[str], bool] | None) -> ScanInfo:
     report = index.report
     return ScanInfo(
@@ -314,10 +421,3 @@ def _scan_info(index: FolderIndex, is_valid_file: Callable[[str], bool] | None) 
         other_files=report.other_files,
         root_files=report.root_files,
     )
-
-
-def _packer_version() -> str:
-    try:
-        return metadata.version("packer")
-    except metadata.PackageNotFoundError:
-        return "unknown"

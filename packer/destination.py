@@ -8,6 +8,7 @@ rather than guess what a stray ``--overwrite`` may destroy.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,9 +18,9 @@ from packer.errors import OutputError, OutputExistsError
 from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
 from packer.sample_index import INDEX_FILES
 
-__all__ = ["TMP_DIR", "check_destination", "clear_destination", "destination_state",
-           "discard_staging",
-           "finish_destination", "read_marker", "start_destination"]
+__all__ = ["RECEIPTS_DIR", "TMP_DIR", "check_destination", "clear_destination", "destination_state",
+           "discard_staging", "finish_destination", "read_marker", "remove_stray_temporaries",
+           "start_destination", "task_staging"]
 
 TMP_DIR = ".tmp"
 #: Where finished shards leave their receipts (kept by ``resume``); same name as in shardwork.
@@ -126,7 +127,7 @@ def clear_destination(dst: str) -> None:
             os.unlink(path)
 
 
-def _remove_stray_temporaries(dst: str) -> None:
+def remove_stray_temporaries(dst: str) -> None:
     """Delete half-written ``.<name>.<pid>.tmp`` files a killed run left (see durable.py)."""
     samples = os.path.dirname(INDEX_FILES["targets"])
     for folder in (dst, os.path.join(dst, samples), os.path.join(dst, RECEIPTS_DIR)):
@@ -144,7 +145,7 @@ def start_destination(dst: str, plan: dict[str, object]) -> str:
     Shards already in DST stay: ``resume`` keeps those whose receipts match the plan.
     """
     os.makedirs(dst, exist_ok=True)
-    _remove_stray_temporaries(dst)
+    remove_stray_temporaries(dst)
     atomic_write_bytes(os.path.join(dst, IN_PROGRESS_NAME),
                        (json.dumps(plan, indent=2, sort_keys=True) + "\n").encode("utf-8"))
     staging = os.path.join(dst, TMP_DIR)
@@ -154,17 +155,32 @@ def start_destination(dst: str, plan: dict[str, object]) -> str:
     return staging
 
 
-def discard_staging(dst: str) -> None:
-    """Delete what stopped workers left half-written; finished shards stay in DST."""
-    staging = os.path.join(dst, TMP_DIR)
+def task_staging(dst: str, task_id: int, num_tasks: int) -> str:
+    """Array task ``task_id``'s own (emptied) staging dir: tasks running at the same time into
+    one DST never touch each other's half-written files."""
+    staging = os.path.join(dst, TMP_DIR, f"task-{task_id:05d}-of-{num_tasks:05d}")
+    if os.path.isdir(staging):
+        shutil.rmtree(staging)
+    os.makedirs(staging)
+    return staging
+
+
+def discard_staging(dst: str, staging: str | None = None) -> None:
+    """Delete what stopped workers left half-written in ``staging`` (default: DST's own);
+    finished shards stay in DST."""
+    staging = staging or os.path.join(dst, TMP_DIR)
     if os.path.isdir(staging):
         for name in os.listdir(staging):
-            os.unlink(os.path.join(staging, name))
+            path = os.path.join(staging, name)
+            if os.path.isfile(path) or os.path.islink(path):
+                os.unlink(path)
 
 
 def finish_destination(dst: str) -> None:
-    """After the manifest is in place: drop the marker, the staging dir and the receipts."""
-    os.unlink(os.path.join(dst, IN_PROGRESS_NAME))
+    """After the manifest is in place: drop the marker, the staging dir and the receipts
+    (another ``merge`` finishing at the same time may have dropped them already)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(dst, IN_PROGRESS_NAME))
     shutil.rmtree(os.path.join(dst, TMP_DIR), ignore_errors=True)
     shutil.rmtree(os.path.join(dst, RECEIPTS_DIR), ignore_errors=True)
     fsync_dir(dst)

@@ -9,10 +9,12 @@
     │   └── BadImageError                a file could not be packed (``strict``); ``path``, ``reason``
     ├── OutputError                      DST cannot be written as asked (read-only, disk full, ...)
     │   ├── OutputExistsError            DST is not empty, and neither resume nor overwrite (+FileExistsError)
-    │   └── ResumeError                  ``resume`` asked, but DST holds another source's or options' run
+    │   ├── ResumeError                  ``resume`` asked, but DST holds another source's or options' run
+    │   └── MissingShardsError           ``merge``: planned shards missing or damaged; ``missing`` names them
     ├── ConversionError                  a conversion worker failed (killed, crashed, a bug)
     │   └── ConversionInterrupted        Ctrl-C; finished shards are kept for ``--resume``
     ├── UnknownNameError                 unknown backend or codec; lists the choices (+LookupError)
+    ├── MissingExtraError                an optional dependency is missing; names the extra (+ImportError)
     ├── DatasetError                     DST cannot be read as a packer dataset
     │   ├── NotADatasetError             no manifest and no sign of packer (+FileNotFoundError)
     │   ├── IncompleteDatasetError       a conversion into DST started and never finished
@@ -33,6 +35,8 @@ __all__ = [
     "EmptySourceError",
     "IncompleteDatasetError",
     "ManifestError",
+    "MissingExtraError",
+    "MissingShardsError",
     "NotADatasetError",
     "OutputError",
     "OutputExistsError",
@@ -89,6 +93,21 @@ class ResumeError(OutputError):
     """``resume`` was asked, but DST holds a run of another source tree or other options."""
 
 
+class MissingShardsError(OutputError):
+    """``merge`` found planned shards missing, unfinished or damaged (``missing``: their names)."""
+
+    def __init__(self, message: str, *, missing: list[str]) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+    def __reduce__(self) -> tuple[object, ...]:  # keyword-only fields: pickle by hand
+        return (_rebuild_missing_shards, (str(self), self.missing))
+
+
+def _rebuild_missing_shards(message: str, missing: list[str]) -> MissingShardsError:
+    return MissingShardsError(message, missing=missing)
+
+
 class ConversionError(PackerError):
     """A conversion worker failed: killed (out of memory?), crashed, or hit a bug."""
 
@@ -101,6 +120,10 @@ class ConversionInterrupted(ConversionError):
 
 class UnknownNameError(PackerError, LookupError):
     """A backend or codec name that is not registered."""
+
+
+class MissingExtraError(PackerError, ImportError):
+    """An optional feature's dependency is missing; the message names ``pip install`` extra."""
 
 
 class DatasetError(PackerError):

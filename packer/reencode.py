@@ -152,11 +152,10 @@ class PixelsCodec:
         Raises:
             ValueError: the payload is not a ``pixels`` record (damaged data).
         """
-        magic, width, height = _PIXELS_HEADER.unpack_from(data)
-        if magic != _PIXELS_MAGIC or len(data) != _PIXELS_HEADER.size + width * height * 3:
+        pixels = pixels_array(data)
+        if pixels is None:
             raise ValueError("not a packer pixels record: the shard is damaged (packer verify)")
-        pixels = memoryview(data)[_PIXELS_HEADER.size:]
-        return Image.frombuffer("RGB", (width, height), pixels, "raw", "RGB", 0, 1)
+        return Image.fromarray(pixels)
 
     def planned_bytes(self, image_size: tuple[int, int] | None, size: int) -> int:
         """Stored bytes, exactly, from the source's dimensions."""

@@ -47,7 +47,7 @@ from packer.errors import (
 )
 from packer.shardwork import SegmentTask, ShardTask
 
-__all__ = ["START_METHOD", "run_shard_tasks", "task_error"]
+__all__ = ["START_METHOD", "OnResult", "describe_error", "run_shard_tasks", "task_error"]
 
 #: How worker processes start. None picks "fork" when this process runs a single thread on
 #: Linux (fast, and safe without other threads) and "spawn" otherwise; tests set "fork" to
@@ -125,17 +125,27 @@ def _worker_main(conn: Connection, current: Any) -> None:
         try:
             result = task.run(report)
             report.flush()
-        except BadImageError as err:
-            conn.send(("error", "bad_image", str(err), err.path, err.reason))
-        except PackerError as err:
-            conn.send(("error", type(err).__name__, str(err), "", ""))
-        except OSError as err:
-            conn.send(("error", "OSError", f"{err.strerror or err} [errno {err.errno}]",
-                       err.filename or "", errno.errorcode.get(err.errno or 0, "")))
-        except Exception:  # a bug: keep the traceback for the report
-            conn.send(("error", "bug", traceback.format_exc(), "", ""))
+        except Exception as err:  # every failure goes back as data; see describe_error
+            conn.send(("error", *describe_error(err)))
         else:
             conn.send(("result", result))
+
+
+def describe_error(err: Exception) -> tuple[str, str, str, str]:
+    """A task's failure as plain data for :func:`task_error`: ``(kind, message, path, reason)``.
+
+    Exceptions do not always unpickle in another process (keyword-only fields), and the
+    coordinator needs the task to word the message, so workers send this instead. Call it
+    inside the ``except`` block: a bug keeps its traceback.
+    """
+    if isinstance(err, BadImageError):
+        return ("bad_image", str(err), err.path, err.reason)
+    if isinstance(err, PackerError):
+        return (type(err).__name__, str(err), "", "")
+    if isinstance(err, OSError):
+        return ("OSError", f"{err.strerror or err} [errno {err.errno}]", str(err.filename or ""),
+                errno.errorcode.get(err.errno or 0, ""))
+    return ("bug", traceback.format_exc(), "", "")
 
 
 @contextmanager

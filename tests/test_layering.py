@@ -26,7 +26,7 @@ LAYER = {
     "imagefolder": 2, "codecs": 2, "planning": 2, "manifest": 2, "sample_index": 2,
     "backends": 2, "backends.base": 2, "backends.lmdb": 2, "backends.hdf5": 2,
     "destination": 3, "shardset": 3, "shardwork": 3, "resume": 3, "workers": 3,
-    "conversion": 4, "scheduling": 4, "dryrun": 6, "verify": 4, "verify_report": 1,
+    "conversion": 4, "scheduling": 4, "engines": 4, "merge": 4, "jobplan": 3, "dryrun": 6, "verify": 4, "verify_report": 1,
     "datasets": 4, "folder": 4, "transforms": 2, "bench": 5,
     "cli": 7, "report": 5, "demo": 5, "__main__": 8,
 }

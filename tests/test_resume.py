@@ -66,8 +66,9 @@ def _killed_run(src: Path, dst: Path, backend: str, patch: str,
     """Run `packer convert` in a child that applies ``patch`` (Python) first."""
     code = textwrap.dedent(f"""
         import os, signal, sys
-        import packer.conversion, packer.manifest
+        import packer.conversion, packer.engines, packer.manifest
         conv, man = sys.modules["packer.conversion"], sys.modules["packer.manifest"]
+        engines = sys.modules["packer.engines"]
         def die():
             os.kill(os.getpid(), signal.SIGKILL)
         {textwrap.indent(textwrap.dedent(patch), '        ').strip()}
@@ -91,7 +92,7 @@ KILL_POINTS = {
     """,
     # after the second finished task (a shard, or a segment of one) came back from the workers
     "mid": """
-        run = conv.run_shard_tasks
+        run = engines.run_shard_tasks
         def patched(tasks, *, workers, on_event, on_result):
             seen = []
             def result(r):
@@ -101,7 +102,7 @@ KILL_POINTS = {
                     die()
                 return follow_ups
             return run(tasks, workers=workers, on_event=on_event, on_result=result)
-        conv.run_shard_tasks = patched
+        engines.run_shard_tasks = patched
     """,
     # while index.json is being written: half of its temporary file is on disk
     "manifest": """

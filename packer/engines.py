@@ -1,0 +1,225 @@
+"""Where conversion tasks run: the built-in process pool, or any ``concurrent.futures`` executor.
+
+A conversion is a list of independent tasks (:class:`~packer.shardwork.ShardTask`, or segments
+of one). Each is idempotent: it writes under a name no other attempt uses and renames into
+place, so running a task twice (a retry after a lost worker) gives the same bytes. An
+:class:`Engine` runs such a list and reports back:
+
+* :class:`LocalEngine` (the default, no extra dependency): long-lived worker processes on this
+  machine, with the crash handling described in :mod:`packer.workers` (a decoder that kills
+  its process gets its file skipped and listed);
+* :class:`ExecutorEngine`: any executor with ``submit(fn, *args)`` returning a
+  ``concurrent.futures.Future`` (a ``ProcessPoolExecutor``, or Dask's
+  ``Client.get_executor()``; see :mod:`packer.dask_engine`). A lost worker is the executor's
+  to retry; progress comes back through an optional :class:`ProgressChannel`, and otherwise
+  as each task finishes.
+
+Engines do not change the output: the tasks and their bytes are the same on all of them.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, runtime_checkable
+
+from packer.errors import ConversionError, ConversionInterrupted
+from packer.shardwork import SegmentResult, SegmentTask, ShardResult, ShardTask
+from packer.workers import OnResult, describe_error, run_shard_tasks, task_error
+
+__all__ = ["Engine", "ExecutorEngine", "LocalEngine", "ProgressChannel", "execute_task", "task_key"]
+
+Task = ShardTask | SegmentTask
+OnEvent = Callable[[str, str], None]
+#: How often a remote task sends its counts (each message costs the scheduler a little).
+REPORT_EVERY = 0.25
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Runs conversion tasks; ``parallelism`` is how many run at once (for splitting work)."""
+
+    name: str
+
+    @property
+    def parallelism(self) -> int:
+        """Tasks that run at the same time."""
+
+    def run(self, tasks: list[Task], *, on_event: OnEvent, on_result: OnResult) -> None:
+        """Run ``tasks``; see :func:`packer.workers.run_shard_tasks` for the callbacks."""
+
+
+class LocalEngine:
+    """The built-in pool of worker processes on this machine (see :mod:`packer.workers`)."""
+
+    name = "local"
+
+    def __init__(self, workers: int) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        self.workers = workers
+
+    @property
+    def parallelism(self) -> int:
+        """Worker processes."""
+        return self.workers
+
+    def run(self, tasks: list[Task], *, on_event: OnEvent, on_result: OnResult) -> None:
+        """Run ``tasks`` on the worker processes."""
+        run_shard_tasks(tasks, workers=self.workers, on_event=on_event, on_result=on_result)
+
+
+def task_key(task: Task) -> str:
+    """A task's name in progress messages: the shard file, and the segment if any."""
+    if isinstance(task, SegmentTask):
+        return f"{task.shard.name}#{task.segment}"
+    return task.name
+
+
+class ProgressChannel(Protocol):
+    """Carries per-file counts from remote tasks back to the coordinator's progress bar."""
+
+    def reporter(self, key: str) -> Callable[[int, int], None]:
+        """In the worker: a function taking ``(packed, skipped)`` counts since its last call.
+
+        The channel object is pickled to the worker, so it must hold no live connection.
+        """
+
+    def drain(self) -> list[tuple[str, int, int]]:
+        """In the coordinator: the ``(key, packed, skipped)`` reports received since last time."""
+
+
+class _Counter:
+    """The ``notify`` a task gets remotely: counts files and reports them now and then."""
+
+    def __init__(self, report: Callable[[int, int], None] | None) -> None:
+        self._report = report
+        self._packed = self._skipped = 0
+        self._sent = time.monotonic()
+
+    def __call__(self, event: str, relpath: str) -> None:
+        if event == "packed":
+            self._packed += 1
+        elif event == "skipped":
+            self._skipped += 1
+        else:
+            return
+        if time.monotonic() - self._sent >= REPORT_EVERY:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._report is not None and (self._packed or self._skipped):
+            self._report(self._packed, self._skipped)
+        self._packed = self._skipped = 0
+        self._sent = time.monotonic()
+
+
+def execute_task(task: Task, channel: ProgressChannel | None = None) -> tuple[Any, ...]:
+    """Run one task where the executor puts it: ``("result", result)`` or ``("error", ...)``.
+
+    Errors come back as plain tuples (see :func:`packer.workers.describe_error`), not as
+    exceptions, so that they unpickle anywhere and the coordinator can name the shard.
+    """
+    counter = _Counter(channel.reporter(task_key(task)) if channel is not None else None)
+    try:
+        result = task.run(counter)
+    except Exception as err:  # every failure goes back as data; see describe_error
+        return ("error", *describe_error(err))
+    counter.flush()
+    return ("result", result)
+
+
+def _counts(result: ShardResult | SegmentResult) -> tuple[int, int]:
+    packed = result.packed if isinstance(result, SegmentResult) else result
+    return len(packed.relpaths), len(packed.skipped)
+
+
+class ExecutorEngine:
+    """Runs tasks on an executor with ``concurrent.futures``' ``submit``.
+
+    Args:
+        executor: ``submit(fn, *args)`` must return a ``concurrent.futures.Future``. The
+            engine does not shut it down.
+        parallelism: How many tasks the executor runs at once (used to split small jobs).
+        channel: Per-file progress from the tasks; without one, progress moves as tasks finish.
+        name: For messages.
+
+    A task whose worker was lost is the executor's to retry (Dask does); a task that fails
+    ends the run with the same error the local engine gives.
+    """
+
+    def __init__(self, executor: Any, parallelism: int, *, channel: ProgressChannel | None = None,
+                 name: str = "executor") -> None:
+        if parallelism < 1:
+            raise ValueError(f"parallelism must be at least 1, not {parallelism}")
+        self.executor, self.channel, self.name = executor, channel, name
+        self._parallelism = parallelism
+
+    @property
+    def parallelism(self) -> int:
+        """Tasks the executor runs at once."""
+        return self._parallelism
+
+    def run(self, tasks: list[Task], *, on_event: OnEvent, on_result: OnResult) -> None:
+        """Submit every task, then handle results as they complete."""
+        running: dict[cf.Future[Any], Task] = {}
+        reported: dict[str, tuple[int, int]] = {}
+        finished: set[str] = set()
+
+        def submit(batch: Iterable[Task]) -> None:
+            for task in batch:
+                running[self.executor.submit(execute_task, task, self.channel)] = task
+
+        try:
+            submit(tasks)
+            while running:
+                done, _ = cf.wait(running, timeout=REPORT_EVERY, return_when=cf.FIRST_COMPLETED)
+                self._progress(on_event, reported, finished)
+                for future in done:
+                    task = running.pop(future)
+                    submit(self._finish(task, future, on_event, on_result, reported, finished))
+        except KeyboardInterrupt:
+            self._cancel(running)
+            raise ConversionInterrupted("Interrupted: the shards finished so far are kept. Run the "
+                                        "same command with --resume to finish.") from None
+        except BaseException:
+            self._cancel(running)
+            raise
+
+    def _progress(self, on_event: OnEvent, reported: dict[str, tuple[int, int]],
+                  finished: set[str]) -> None:
+        if self.channel is None:
+            return
+        for key, packed, skipped in self.channel.drain():
+            if key in finished:  # a late report: the final counts were already taken
+                continue
+            before = reported.get(key, (0, 0))
+            reported[key] = (before[0] + packed, before[1] + skipped)
+            on_event("progress", f"{packed} {skipped}")
+
+    def _finish(self, task: Task, future: cf.Future[Any], on_event: OnEvent, on_result: OnResult,
+                reported: dict[str, tuple[int, int]], finished: set[str]) -> Iterable[Task]:
+        try:
+            outcome = future.result()
+        except Exception as err:  # the executor's own failure: a worker lost too often, ...
+            raise ConversionError(f"The {self.name} engine could not run {task_key(task)} for "
+                                  f"{task.shard.dst!r}: {type(err).__name__}: {err}. Finished shards "
+                                  "are kept: run the same command with --resume.") from err
+        if outcome[0] == "error":
+            raise task_error(task, *outcome[1:])
+        result = outcome[1]
+        key = task_key(task)
+        finished.add(key)
+        # What was reported may be off (a retried attempt's counts, a lost last report):
+        # take it back and count the result's own numbers.
+        packed, skipped = reported.pop(key, (0, 0))
+        if packed or skipped:
+            on_event("retry", f"{packed} {skipped}")
+        on_event("progress", "{} {}".format(*_counts(result)))
+        return on_result(result)
+
+    @staticmethod
+    def _cancel(running: dict[cf.Future[Any], Task]) -> None:
+        for future in running:
+            future.cancel()
