@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from packer.backends import backend_names, get_backend
     from packer.codecs import codec_names
-    from packer.conversion import ConversionResult, convert
+    from packer.conversion import ConversionResult, TaskResult, convert, convert_task
     from packer.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
     from packer.dryrun import ConversionPlan, plan_conversion
+    from packer.engines import Engine, ExecutorEngine, LocalEngine, open_engine
     from packer.errors import (
         BadImageError,
         ConversionError,
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
         EmptySourceError,
         IncompleteDatasetError,
         ManifestError,
+        MissingExtraError,
+        MissingShardsError,
         NotADatasetError,
         OutputError,
         OutputExistsError,
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
     from packer.folder import ImageFolderDataset
     from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
     from packer.manifest import Manifest
+    from packer.merging import MergeResult, merge
+    from packer.samplers import ShardAwareSampler
     from packer.sizes import parse_size
     from packer.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
     from packer.verify import VerifyReport, verify_dataset
@@ -43,18 +48,20 @@ if TYPE_CHECKING:
 _HOMES = {
     "packer.backends": ["backend_names", "get_backend"],
     "packer.codecs": ["codec_names"],
-    "packer.conversion": ["ConversionResult", "convert"],
-    "packer.datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset",
-                        "open_dataset"],
+    "packer.conversion": ["ConversionResult", "TaskResult", "convert", "convert_task"],
+    "packer.datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"],
     "packer.dryrun": ["ConversionPlan", "plan_conversion"],
+    "packer.engines": ["Engine", "ExecutorEngine", "LocalEngine", "open_engine"],
     "packer.errors": ["BadImageError", "ConversionError", "ConversionInterrupted", "DatasetError",
-                      "EmptySourceError", "IncompleteDatasetError", "ManifestError",
-                      "NotADatasetError", "OutputError", "OutputExistsError", "PackerError",
-                      "ResumeError", "ShardError", "SourceError", "SourceNotFoundError",
+                      "EmptySourceError", "IncompleteDatasetError", "ManifestError", "MissingExtraError",
+                      "MissingShardsError", "NotADatasetError", "OutputError", "OutputExistsError",
+                      "PackerError", "ResumeError", "ShardError", "SourceError", "SourceNotFoundError",
                       "UnknownNameError"],
     "packer.folder": ["ImageFolderDataset"],
-    "packer.imagefolder": ["IMG_EXTENSIONS", "FolderIndex", "find_classes", "scan_imagefolder"],
+    "packer.imagefolder": ["FolderIndex", "IMG_EXTENSIONS", "find_classes", "scan_imagefolder"],
     "packer.manifest": ["Manifest"],
+    "packer.merging": ["MergeResult", "merge"],
+    "packer.samplers": ["ShardAwareSampler"],
     "packer.sizes": ["parse_size"],
     "packer.transforms": ["CenterCropResize", "Normalize", "RandomResizedCropFlip"],
     "packer.verify": ["VerifyReport", "verify_dataset"],
@@ -70,14 +77,20 @@ __all__ = [
     "ConversionResult",
     "DatasetError",
     "EmptySourceError",
+    "Engine",
+    "ExecutorEngine",
     "FolderIndex",
     "HDF5ImageDataset",
     "IMG_EXTENSIONS",
     "ImageFolderDataset",
     "IncompleteDatasetError",
     "LMDBImageDataset",
+    "LocalEngine",
     "Manifest",
     "ManifestError",
+    "MergeResult",
+    "MissingExtraError",
+    "MissingShardsError",
     "Normalize",
     "NotADatasetError",
     "OutputError",
@@ -86,17 +99,22 @@ __all__ = [
     "PackerError",
     "RandomResizedCropFlip",
     "ResumeError",
+    "ShardAwareSampler",
     "ShardError",
     "SourceError",
     "SourceNotFoundError",
+    "TaskResult",
     "UnknownNameError",
     "VerifyReport",
     "backend_names",
     "codec_names",
     "convert",
+    "convert_task",
     "find_classes",
     "get_backend",
+    "merge",
     "open_dataset",
+    "open_engine",
     "parse_size",
     "plan_conversion",
     "scan_imagefolder",

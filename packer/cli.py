@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from contextlib import ExitStack
 from typing import Any
 
 import click
@@ -16,6 +17,7 @@ import click
 from packer.backends import backend_names
 from packer.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, codec_names
 from packer.conversion import DEFAULT_SHARD_SIZE
+from packer.engines import ENGINES
 from packer.errors import PackerError
 from packer.sizes import format_size, parse_size
 
@@ -96,14 +98,45 @@ def cli(verbose: int) -> None:
 @click.option("--allow-empty", is_flag=True, help="Accept class folders without images.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+              help="Where shard tasks run: worker processes here, a Dask cluster, or Dask workers "
+                   "in Slurm/PBS jobs (dask, slurm, pbs need: pip install 'packer[dask]').")
+@click.option("--scheduler", default=None,
+              help="--engine dask: a running scheduler (tcp://host:8786) whose workers see SRC and "
+                   "DST; without it a local cluster of --workers processes starts.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="--engine slurm/pbs: batch jobs to start.")
+@click.option("--partition", "--queue", "queue", default=None,
+              help="--engine slurm: partition; pbs: queue.")
+@click.option("--walltime", default=None, help="--engine slurm/pbs: job time limit, e.g. 02:00:00.")
+@click.option("--account", default=None, help="--engine slurm/pbs: account or project to charge.")
+@click.option("--job-cores", type=click.IntRange(min=1), default=4, show_default=True,
+              help="--engine slurm/pbs: cores per job (one worker process each).")
+@click.option("--job-memory", default="16GB", show_default=True,
+              help="--engine slurm/pbs: memory per job.")
+@click.option("--print-job-script", is_flag=True,
+              help="--engine slurm/pbs: print the batch script each job would run; submit nothing.")
+@click.option("--num-tasks", type=click.IntRange(min=1), default=None,
+              help="Array job: the number of tasks (read from Slurm when absent); each writes "
+                   "its share of the shards, then `packer merge DST` writes the manifest.")
+@click.option("--task-id", type=click.IntRange(min=0), default=None,
+              help="Array job: this task's id, from 0 (read from SLURM_ARRAY_TASK_ID or "
+                   "JOB_COMPLETION_INDEX when absent).")
 def convert(src: str, dst: str, backend: str, shard_size: int, codec: str, resize: int | None,
             quality: int | None, check: str,
             max_pixels: int, strict: bool, overwrite: bool, resume: bool, workers: int | None,
             dry_run: bool, include_hidden: bool, allow_empty: bool, quiet: bool,
-            as_json: bool) -> None:
+            as_json: bool, engine: str, scheduler: str | None, jobs: int | None, queue: str | None,
+            walltime: str | None, account: str | None, job_cores: int, job_memory: str,
+            print_job_script: bool, num_tasks: int | None, task_id: int | None) -> None:
     """Convert the ImageFolder tree SRC (SRC/<class>/<image>) into a packed dataset at DST."""
+    import os
+
+    from packer.arrayjob import array_task
     from packer.conversion import convert as run_convert
-    from packer.report import format_conversion
+    from packer.conversion import convert_task
+    from packer.engines import open_engine
+    from packer.report import format_conversion, format_task
 
     options: dict[str, Any] = {}
     if resize is not None:
@@ -123,13 +156,65 @@ def convert(src: str, dst: str, backend: str, shard_size: int, codec: str, resiz
                                include_hidden=include_hidden, allow_empty=allow_empty)
         click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else format_plan(plan))
         return
-    result = run_convert(src, dst, to=backend, shard_size=shard_size, codec=codec,
-                         codec_options=options, check=check,
-                         max_pixels=max_pixels, strict=strict, overwrite=overwrite, resume=resume,
-                         workers=workers, include_hidden=include_hidden, allow_empty=allow_empty,
-                         progress=not quiet)
+    if print_job_script:
+        if engine not in ("slurm", "pbs"):
+            raise click.UsageError("--print-job-script needs --engine slurm or --engine pbs.")
+        from packer.dask_engine import job_script
+
+        click.echo(job_script(engine, queue=queue, walltime=walltime or "01:00:00", cores=job_cores,
+                              memory=job_memory, account=account))
+        return
+    try:
+        task = array_task(task_id, num_tasks, os.environ)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
+    if task is not None and (overwrite or resume):
+        raise click.UsageError("Array tasks always keep finished shards and never overwrite: drop "
+                               "--overwrite/--resume (clear DST first to start again).")
+    engine_options: dict[str, Any] = {
+        "workers": workers, "scheduler": scheduler, "jobs": jobs, "queue": queue, "walltime": walltime,
+        "account": account, "cores": job_cores, "memory": job_memory}
+    common: dict[str, Any] = {
+        "to": backend, "shard_size": shard_size, "codec": codec, "codec_options": options,
+        "check": check, "max_pixels": max_pixels, "strict": strict, "include_hidden": include_hidden,
+        "allow_empty": allow_empty, "progress": not quiet}
+    with ExitStack() as stack:
+        try:
+            chosen = stack.enter_context(open_engine(engine, **engine_options))
+        except ValueError as err:
+            raise click.UsageError(str(err)) from None
+        if task is None:
+            result = run_convert(src, dst, overwrite=overwrite, resume=resume, engine=chosen, **common)
+            summary = format_conversion(result)
+        else:
+            if not quiet:
+                click.echo(f"task {task.task_id} of {task.num_tasks} (from {task.source})", err=True)
+            summary = format_task(convert_task(src, dst, task_id=task.task_id, num_tasks=task.num_tasks,
+                                               engine=chosen, **common))
     if not quiet:
-        click.echo(format_conversion(result))
+        click.echo(summary)
+
+
+@cli.command()
+@click.argument("dst", type=click.Path(path_type=str))
+@click.option("--no-verify", is_flag=True,
+              help="Trust the shards' sizes and receipts; do not hash them again.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
+def merge(dst: str, no_verify: bool, quiet: bool) -> None:
+    """Finish DST after array tasks: check every shard, then write the manifest.
+
+    Names the missing shard files and the tasks to run again (exit 1) when some are not
+    there; does nothing on a complete dataset.
+    """
+    from tqdm import tqdm
+
+    from packer.merging import merge as run_merge
+    from packer.report import format_merge
+
+    with tqdm(desc="checking shards", unit="shard", disable=True if quiet else None) as bar:
+        result = run_merge(dst, verify=not no_verify, on_shard=lambda name: bar.update())
+    if not quiet:
+        click.echo(format_merge(result))
 
 
 @cli.command()

@@ -37,13 +37,13 @@ from packer.destination import (
     start_destination,
     task_staging,
 )
-from packer.engines import Engine, LocalEngine
+from packer.engines import Engine, LocalEngine, default_workers
 from packer.errors import OutputError
 from packer.imagecheck import image_dimensions
 from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, scan_imagefolder
 from packer.jobplan import JobPlan, claim_destination, shards_of_task
 from packer.manifest import Manifest, ScanInfo
-from packer.merge import build_manifest, finished_shards
+from packer.merging import build_manifest, finished_shards
 from packer.planning import plan_shards
 from packer.resume import check_resumable, keep_finished_shards, plan_fingerprint, shard_fingerprint
 from packer.scheduling import Collector, make_tasks
@@ -79,14 +79,6 @@ class ConversionResult:
 def shard_name(index: int, suffix: str) -> str:
     """File name of shard ``index``: ``shard-00000.lmdb``."""
     return f"shard-{index:05d}{suffix}"
-
-
-def default_workers() -> int:
-    """The CPUs this process may use (affinity and cgroup-pinned sets respected)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
 
 
 class _ThreadlessTqdm(tqdm):  # type: ignore[misc]

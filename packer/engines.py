@@ -20,15 +20,21 @@ Engines do not change the output: the tasks and their bytes are the same on all 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
 import time
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, Final, Protocol, runtime_checkable
 
 from packer.errors import ConversionError, ConversionInterrupted
 from packer.shardwork import SegmentResult, SegmentTask, ShardResult, ShardTask
 from packer.workers import OnResult, describe_error, run_shard_tasks, task_error
 
-__all__ = ["Engine", "ExecutorEngine", "LocalEngine", "ProgressChannel", "execute_task", "task_key"]
+__all__ = ["ENGINES", "Engine", "ExecutorEngine", "LocalEngine", "ProgressChannel", "default_workers",
+           "execute_task", "open_engine", "task_key"]
+
+#: Engine names for :func:`open_engine` (and ``packer convert --engine``).
+ENGINES: Final = ("local", "dask", "slurm", "pbs")
 
 Task = ShardTask | SegmentTask
 OnEvent = Callable[[str, str], None]
@@ -223,3 +229,58 @@ class ExecutorEngine:
     def _cancel(running: dict[cf.Future[Any], Task]) -> None:
         for future in running:
             future.cancel()
+
+
+def default_workers() -> int:
+    """The CPUs this process may use (affinity and cgroup-pinned sets respected)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+@contextmanager
+def open_engine(name: str = "local", *, workers: int | None = None, scheduler: str | None = None,
+                jobs: int | None = None, queue: str | None = None, walltime: str | None = None,
+                account: str | None = None, cores: int = 4, memory: str = "16GB") -> Iterator[Engine]:
+    """The engine ``packer convert --engine NAME`` uses, open for the block.
+
+    ``local``: ``workers`` processes here. ``dask``: the cluster at ``scheduler``, or a
+    ``LocalCluster`` of ``workers`` processes. ``slurm``/``pbs``: ``jobs`` batch jobs of
+    ``cores`` single-threaded workers and ``memory`` each, in partition/queue ``queue``, for
+    ``walltime``, charged to ``account``. The last three need ``pip install 'packer[dask]'``.
+
+    Raises:
+        ValueError: unknown name, or options that do not fit the engine (the message says which).
+        MissingExtraError: the engine's extra is not installed.
+    """
+    if name not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {name!r}")
+    batch = {"--jobs": jobs, "--partition/--queue": queue, "--walltime": walltime, "--account": account}
+    if name in ("local", "dask"):
+        wrong = [flag for flag, value in batch.items() if value is not None]
+        if scheduler is not None and name == "local":
+            wrong.append("--scheduler")
+        if wrong:
+            raise ValueError(f"{', '.join(wrong)} only apply to "
+                             f"{'--engine dask' if wrong == ['--scheduler'] else '--engine slurm or pbs'}")
+    if name == "local":
+        yield LocalEngine(workers or default_workers())
+        return
+    from packer import dask_engine  # the optional extra, imported only when asked for
+
+    if name == "dask":
+        if scheduler is not None and workers is not None:
+            raise ValueError("--workers sizes a local Dask cluster; with --scheduler the cluster "
+                             "has its own workers")
+        with dask_engine.dask_engine(scheduler, workers=workers) as engine:
+            yield engine
+        return
+    if scheduler is not None or workers is not None:
+        raise ValueError(f"--engine {name} starts its own workers: use --jobs and --job-cores, "
+                         "not --scheduler or --workers")
+    if jobs is None or walltime is None:
+        raise ValueError(f"--engine {name} needs --jobs and --walltime")
+    with dask_engine.jobqueue_engine(name, jobs=jobs, queue=queue, walltime=walltime, cores=cores,
+                                     memory=memory, account=account) as engine:
+        yield engine

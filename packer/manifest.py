@@ -189,7 +189,8 @@ class Manifest:
                 raise IncompleteDatasetError(
                     f"{top!r} is incomplete: a conversion into it was interrupted before it wrote "
                     f"{MANIFEST_NAME}. Finish it by running the same `packer convert` with "
-                    "--resume, or start again with --overwrite.") from None
+                    "--resume (after array tasks: `packer merge`), or start again with "
+                    "--overwrite.") from None
             if not os.path.isdir(top):
                 what = "is not a directory" if os.path.exists(top) else "does not exist"
                 raise NotADatasetError(f"{top!r} {what}: give the DST of a "

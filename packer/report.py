@@ -7,8 +7,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from packer.conversion import ConversionResult
+from packer.conversion import ConversionResult, TaskResult
 from packer.manifest import MANIFEST_NAME, Manifest
+from packer.merging import MergeResult
 from packer.sizes import format_size
 from packer.verify import MAX_LISTED, VerifyReport
 
@@ -142,6 +143,33 @@ def format_conversion(result: ConversionResult) -> str:
         lines.append(f"  warning: {len(m.scan.unreadable_dirs)} unreadable directories; "
                      f"see packer info {result.dst}")
     return "\n".join(lines)
+
+
+def format_task(result: TaskResult) -> str:
+    """One array task's summary, and what is left before ``packer merge``."""
+    where = f"task {result.task_id} of {result.num_tasks}"
+    if result.already_complete:
+        return f"{result.dst} is already complete (merged); {where} has nothing to do."
+    lines = [f"{where.capitalize()}: {len(result.shards)} shard(s) of {result.dst}: wrote "
+             f"{result.written}, kept {result.kept} finished earlier; {result.samples} samples, "
+             f"{result.skipped} skipped, {format_size(result.bytes_in)} read in {result.seconds:.1f} s."]
+    if result.missing:
+        lines.append(f"  {len(result.missing)} shard(s) of other tasks not finished yet; when every "
+                     f"task is done, run: packer merge {result.dst}")
+    else:
+        lines.append(f"  every shard is finished: run packer merge {result.dst}")
+    return "\n".join(lines)
+
+
+def format_merge(result: MergeResult) -> str:
+    """What ``packer merge`` did."""
+    m = result.manifest
+    if result.already_complete:
+        return (f"{result.dst} is already complete: {m.num_samples} samples in {len(m.shards)} "
+                "shard(s); nothing to merge.")
+    return (f"Merged {len(m.shards)} shard(s) into {result.dst}: {m.num_samples} samples in "
+            f"{len(m.classes)} classes, {len(m.skipped)} skipped, {format_size(m.num_bytes)} "
+            f"(see: packer info {result.dst}).")
 
 
 def format_verify(report: VerifyReport) -> str:

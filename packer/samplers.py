@@ -19,7 +19,8 @@ The order of an epoch, with a ``torch.Generator`` seeded by ``seed + epoch``:
 3. **Windows.** The block sequence is cut into windows of ``window`` consecutive blocks, and
    the samples of each window are shuffled together (one ``torch.randperm`` per window). A
    batch then draws from up to ``window`` places (and classes) of the dataset, while the reads
-   of a window stay in ``window`` sequential runs.
+   of a window stay in ``window`` sequential runs (and a DataLoader batch is read in file
+   order, see :meth:`packer.shardset.ShardSet.read_many`).
 4. **Ranks.** The epoch order is padded to a multiple of ``num_replicas`` by repeating its
    start (or its tail is dropped with ``drop_last=True``), as ``DistributedSampler`` does, and
    each rank takes a *contiguous* slice of it, so every rank yields exactly ``len(sampler)``
@@ -32,9 +33,9 @@ more classes per batch and more concurrent read positions. With ``window=1`` eac
 read in file order and a batch holds ``batch_size / block_size`` whole blocks: one class per
 batch once ``block_size >= batch_size``, so keep ``window`` well above 1 for training.
 ``block_size=1`` is a global shuffle (no locality left). The defaults (64 x 16) shuffle 1024
-samples at a time, so a batch of 64 comes from about 16 blocks. The order is not a uniform permutation: two samples of one
-block are at most ``block_size * window`` positions apart. For evaluation, ``shuffle=False``
-keeps dataset order (still split into contiguous, equal slices per rank).
+samples at a time, so a batch of 64 comes from about 16 blocks. The order is not a uniform
+permutation: two samples of one block are at most ``block_size * window`` positions apart.
+For evaluation, ``shuffle=False`` keeps dataset order (still in contiguous, equal rank slices).
 
 The same seed, epoch, shard layout, ``num_replicas`` and ``rank`` give the same order on
 every machine (same torch version). Building an epoch's order costs O(dataset size) time and

@@ -18,7 +18,7 @@ PACKAGE = Path(packer.__file__).parent
 CORE = ["errors", "durable", "sizes", "sourcefile", "imagefolder", "codecs", "planning",
         "manifest", "sample_index", "destination", "shardset", "shardwork", "resume", "workers",
         "conversion", "scheduling", "dryrun", "verify", "verify_report", "imagecheck",
-        "reencode", "backends/__init__",
+        "reencode", "engines", "merging", "jobplan", "arrayjob", "dask_engine", "backends/__init__",
         "backends/base", "backends/lmdb", "backends/hdf5"]
 #: What may import what, by layer: a module may import its own layer or lower ones.
 LAYER = {
@@ -26,7 +26,8 @@ LAYER = {
     "imagefolder": 2, "codecs": 2, "planning": 2, "manifest": 2, "sample_index": 2,
     "backends": 2, "backends.base": 2, "backends.lmdb": 2, "backends.hdf5": 2,
     "destination": 3, "shardset": 3, "shardwork": 3, "resume": 3, "workers": 3,
-    "conversion": 4, "scheduling": 4, "engines": 4, "merge": 4, "jobplan": 3, "dryrun": 6, "verify": 4, "verify_report": 1,
+    "conversion": 4, "scheduling": 4, "engines": 4, "merging": 4, "jobplan": 3, "arrayjob": 1,
+    "dask_engine": 5, "samplers": 5, "dryrun": 6, "verify": 4, "verify_report": 1,
     "datasets": 4, "folder": 4, "transforms": 2, "bench": 5,
     "cli": 7, "report": 5, "demo": 5, "__main__": 8,
 }
@@ -50,7 +51,7 @@ def test_core_modules_do_not_import_torch_or_click(module: str) -> None:
     assert not top & {"torch", "click", "torchvision"}, imported
 
 
-@pytest.mark.parametrize("module", CORE + ["datasets", "folder", "bench"])
+@pytest.mark.parametrize("module", CORE + ["datasets", "folder", "bench", "samplers"])
 def test_imports_point_down(module: str) -> None:
     own = LAYER[module.replace("/__init__", "").replace("/", ".")]
     for name in _imports(PACKAGE / f"{module}.py"):

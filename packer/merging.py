@@ -1,5 +1,7 @@
 """Finish a conversion: check every planned shard, then write the sample index and manifest.
 
+(The module is ``merging``, not ``merge``, so that ``packer.merge`` is always the function.)
+
 ``packer convert`` does this itself at the end of a run. Array jobs (``--num-tasks N
 --task-id I``) write disjoint sets of shards and no manifest; ``packer merge DST`` then runs
 once, anywhere, when all of them are done: it reads the plan from DST's marker (no scan of

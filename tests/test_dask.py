@@ -1,0 +1,175 @@
+"""The Dask engine: a LocalCluster started inside the test, a worker killed mid-task, and the
+Slurm/PBS job scripts rendered without a batch system. Needs the ``dask`` extra; skipped
+(saying so) without it. ``import packer`` never imports Dask, tested without it too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from imagetools import jpeg_bytes, png_bytes, write_tree
+
+import packer
+from packer.cli import cli
+from packer.manifest import MANIFEST_NAME
+
+SHARD_SIZE = "1500"
+
+
+def _tree(root: Path, count: int = 30) -> Path:
+    spec: dict[str, Any] = {}
+    for i in range(count):
+        cls = ("ant", "bee", "cow")[i % 3]
+        make = jpeg_bytes if i % 4 else png_bytes
+        spec[f"{cls}/{i:03d}.{'jpg' if i % 4 else 'png'}"] = make(12 + i % 5, 10 + i % 7, i)
+    spec["bee/broken.jpg"] = b"\xff\xd8\xff\xe0 not really a jpeg"
+    return write_tree(root, spec)
+
+
+def _snapshot(root: Path) -> dict[str, Any]:
+    files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+             if p.is_file() and p.name != MANIFEST_NAME}
+    manifest = json.loads((root / MANIFEST_NAME).read_text())
+    manifest.pop("created_at")
+    return {"files": files, "manifest": manifest}
+
+
+def test_import_packer_and_its_cli_do_not_import_dask_or_ray() -> None:
+    code = ("import sys, packer, packer.cli, packer.conversion, packer.engines; "
+            "from packer.cli import cli; "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('dask', 'distributed', 'dask_jobqueue', 'ray')); print(bad); assert not bad")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from packer import dask_engine
+
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    monkeypatch.setitem(sys.modules, "dask_jobqueue", None)
+    with pytest.raises(packer.MissingExtraError, match=r"pip install 'packer\[dask\]'"), \
+            dask_engine.dask_engine("tcp://127.0.0.1:1"):
+        pass
+    with pytest.raises(ImportError, match=r"packer\[dask\]"):
+        dask_engine.job_script("slurm", queue=None, walltime="1:00:00")
+
+
+distributed = pytest.importorskip("distributed", reason="the dask extra is not installed")
+pytest.importorskip("dask_jobqueue", reason="the dask extra is not installed")
+
+from packer.dask_engine import dask_engine, job_script  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Any:
+    """Two single-threaded worker processes, started once for the module."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as local:
+        yield local
+
+
+@pytest.mark.slow
+def test_dask_cluster_writes_what_the_local_engine_writes(tmp_path: Path, cluster: Any) -> None:
+    src = _tree(tmp_path / "src")
+    packer.convert(src, tmp_path / "local", to="lmdb", shard_size=SHARD_SIZE, workers=2)
+    with dask_engine(cluster.scheduler_address) as engine:
+        assert engine.parallelism == 2
+        result = packer.convert(src, tmp_path / "dask", to="lmdb", shard_size=SHARD_SIZE, engine=engine)
+    assert result.manifest.num_samples == 30
+    assert _snapshot(tmp_path / "dask") == _snapshot(tmp_path / "local")
+    # The command line, against the same scheduler; HDF5 this time.
+    packer.convert(src, tmp_path / "local5", to="hdf5", shard_size=SHARD_SIZE, workers=1)
+    out = CliRunner().invoke(cli, ["convert", str(src), str(tmp_path / "dask5"), "--to", "hdf5",
+                                   "--shard-size", SHARD_SIZE, "--engine", "dask",
+                                   "--scheduler", cluster.scheduler_address])
+    assert out.exit_code == 0, out.output
+    assert _snapshot(tmp_path / "dask5") == _snapshot(tmp_path / "local5")
+
+
+def _killer_plugin(flag: str) -> Any:
+    """A worker plugin that SIGKILLs its own worker the first time any worker starts a task
+    (``flag`` is the file that says it happened): a node lost mid-task."""
+
+    class KillFirstTask(distributed.WorkerPlugin):
+        idempotent = True
+
+        def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+            if finish != "executing":
+                return
+            try:
+                fd = os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            os.kill(os.getpid(), 9)
+
+    return KillFirstTask()
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_task_is_retried_and_the_dataset_verifies(tmp_path: Path, cluster: Any) -> None:
+    src = _tree(tmp_path / "src")
+    packer.convert(src, tmp_path / "local", to="lmdb", shard_size=SHARD_SIZE, workers=1)
+    flag = tmp_path / "killed"
+    with distributed.Client(cluster.scheduler_address) as client:
+        client.register_plugin(_killer_plugin(str(flag)), name="kill-first-task")
+        try:
+            with dask_engine(cluster.scheduler_address) as engine:
+                packer.convert(src, tmp_path / "dask", to="lmdb", shard_size=SHARD_SIZE, engine=engine)
+        finally:
+            client.unregister_worker_plugin("kill-first-task")
+        client.wait_for_workers(2, timeout=60)  # the nanny restarted it, for the other tests
+    assert flag.exists(), "the plugin never killed a worker: the test proved nothing"
+    assert packer.verify_dataset(tmp_path / "dask", deep=True, against=src).ok
+    assert _snapshot(tmp_path / "dask") == _snapshot(tmp_path / "local")
+
+
+@pytest.mark.slow
+def test_array_tasks_on_dask_then_merge_equal_a_local_run(tmp_path: Path, cluster: Any) -> None:
+    src = _tree(tmp_path / "src")
+    packer.convert(src, tmp_path / "local", to="hdf5", shard_size=SHARD_SIZE, workers=1)
+    with dask_engine(cluster.scheduler_address) as engine:
+        for task_id in range(2):
+            packer.convert_task(src, tmp_path / "array", task_id=task_id, num_tasks=2, to="hdf5",
+                                shard_size=SHARD_SIZE, engine=engine)
+    packer.merge(tmp_path / "array")
+    assert _snapshot(tmp_path / "array") == _snapshot(tmp_path / "local")
+
+
+@pytest.mark.parametrize(("kind", "lines"), [
+    ("slurm", ["#SBATCH -J packer-convert", "#SBATCH -p gpu-short", "#SBATCH -A proj42",
+               "#SBATCH -t 02:30:00", "#SBATCH --cpus-per-task=8", "#SBATCH --exclusive"]),
+    ("pbs", ["#PBS -N packer-convert", "#PBS -q gpu-short", "#PBS -A proj42",
+             "#PBS -l walltime=02:30:00", "ncpus=8", "#PBS --exclusive"]),
+])
+def test_job_scripts_render_without_a_batch_system(kind: str, lines: list[str]) -> None:
+    script = job_script(kind, queue="gpu-short", walltime="02:30:00", cores=8, memory="32GB",
+                        account="proj42", job_extra_directives=("--exclusive",))
+    for line in lines:
+        assert line in script, script
+    assert "--nthreads 1" in script and "--nworkers 8" in script  # one process per core
+
+
+def test_cli_prints_the_job_script_and_checks_engine_flags(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = runner.invoke(cli, ["convert", "src", str(tmp_path / "d"), "--to", "lmdb", "--engine", "slurm",
+                              "--partition", "cpu", "--walltime", "1:00:00", "--account", "a1",
+                              "--job-cores", "2", "--print-job-script"])
+    assert out.exit_code == 0, out.output
+    assert "#SBATCH -p cpu" in out.output and "#SBATCH -A a1" in out.output and "--nworkers 2" in out.output
+    src = _tree(tmp_path / "src", count=3)
+    out = runner.invoke(cli, ["convert", str(src), str(tmp_path / "d"), "--to", "lmdb", "--engine", "slurm",
+                              "--partition", "cpu"])
+    assert out.exit_code == 2 and "needs --jobs and --walltime" in out.output
+    out = runner.invoke(cli, ["convert", str(src), str(tmp_path / "d"), "--to", "lmdb", "--jobs", "3"])
+    assert out.exit_code == 2 and "only apply to --engine slurm or pbs" in out.output
+    assert not (tmp_path / "d").exists()

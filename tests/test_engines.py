@@ -1,0 +1,154 @@
+"""The executor boundary: any ``concurrent.futures`` executor writes the same dataset.
+
+Shard tasks are idempotent and their results plain data, so a ``ProcessPoolExecutor`` (or
+Dask's executor, see test_dask.py) gives byte for byte what the built-in pool gives, with
+failures reported as the local engine reports them.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from imagetools import jpeg_bytes, png_bytes, write_tree
+
+import packer
+from packer.backends import Backend
+from packer.engines import ExecutorEngine, LocalEngine, execute_task, open_engine
+from packer.manifest import MANIFEST_NAME
+
+SHARD_SIZE = "1500"
+
+
+def _tree(root: Path, count: int = 30, broken: bool = True) -> Path:
+    spec: dict[str, Any] = {}
+    for i in range(count):
+        cls = ("ant", "bee", "cow")[i % 3]
+        make = jpeg_bytes if i % 4 else png_bytes
+        spec[f"{cls}/{i:03d}.{'jpg' if i % 4 else 'png'}"] = make(12 + i % 5, 10 + i % 7, i)
+    if broken:
+        spec["bee/broken.jpg"] = b"\xff\xd8\xff\xe0 not really a jpeg"
+    return write_tree(root, spec)
+
+
+def _snapshot(root: Path) -> dict[str, Any]:
+    files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+             if p.is_file() and p.name != MANIFEST_NAME}
+    manifest = json.loads((root / MANIFEST_NAME).read_text())
+    manifest.pop("created_at")
+    return {"files": files, "manifest": manifest}
+
+
+class Recording:
+    """A ProgressChannel kept in this process (thread executors share it)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.reports: list[tuple[str, int, int]] = []
+
+    def reporter(self, key: str) -> Callable[[int, int], None]:
+        def report(packed: int, skipped: int) -> None:
+            with self.lock:
+                self.reports.append((key, packed, skipped))
+        return report
+
+    def drain(self) -> list[tuple[str, int, int]]:
+        with self.lock:
+            reports, self.reports = self.reports, []
+        return reports
+
+
+@pytest.mark.slow
+def test_a_process_pool_executor_writes_what_the_local_engine_writes(tmp_path: Path, backend: Backend) -> None:
+    src = _tree(tmp_path / "src")
+    packer.convert(src, tmp_path / "local", to=backend.name, shard_size=SHARD_SIZE, engine=LocalEngine(2))
+    with cf.ProcessPoolExecutor(2) as pool:
+        result = packer.convert(src, tmp_path / "pool", to=backend.name, shard_size=SHARD_SIZE,
+                                engine=ExecutorEngine(pool, 2))
+    assert result.manifest.num_samples == 30 and [s.path for s in result.manifest.skipped] == ["bee/broken.jpg"]
+    assert _snapshot(tmp_path / "pool") == _snapshot(tmp_path / "local")
+
+
+@pytest.mark.parametrize("parallelism", [1, 4])  # 4 > shards of the small tree: segments
+def test_thread_executor_with_progress_reports_every_file_once(tmp_path: Path, backend: Backend,
+                                                              parallelism: int) -> None:
+    src = _tree(tmp_path / "src", count=12)
+    shard_size = "1500" if parallelism == 1 else "1MB"
+    events: list[tuple[str, int, int]] = []
+    channel = Recording()
+    engine = ExecutorEngine(cf.ThreadPoolExecutor(parallelism), parallelism, channel=channel)
+    packer.convert(src, tmp_path / "local", to=backend.name, shard_size=shard_size, workers=1)
+
+    from packer import conversion
+
+    real_bar = conversion._Bar
+
+    class Bar(real_bar):  # type: ignore[misc, valid-type]
+        def event(self, kind: str, detail: str) -> None:
+            packed, skipped = (int(x) for x in detail.split())
+            events.append((kind, packed, skipped))
+            super().event(kind, detail)
+
+    conversion._Bar = Bar
+    try:
+        packer.convert(src, tmp_path / "pool", to=backend.name, shard_size=shard_size, engine=engine,
+                       progress=True)
+    finally:
+        conversion._Bar = real_bar
+        engine.executor.shutdown()
+    net = sum(p if kind == "progress" else -p for kind, p, _ in events)
+    skipped = sum(s if kind == "progress" else -s for kind, _, s in events)
+    assert (net, skipped) == (12, 1)
+    assert _snapshot(tmp_path / "pool") == _snapshot(tmp_path / "local")
+
+
+def test_errors_come_back_as_the_local_engine_words_them(tmp_path: Path, backend: Backend) -> None:
+    src = _tree(tmp_path / "src", count=6)
+    with cf.ThreadPoolExecutor(2) as pool, pytest.raises(packer.BadImageError, match="broken.jpg") as caught:
+        packer.convert(src, tmp_path / "dst", to=backend.name, strict=True, engine=ExecutorEngine(pool, 2))
+    assert caught.value.reason and caught.value.path == "bee/broken.jpg"
+
+
+class Broken(cf.ThreadPoolExecutor):
+    """An executor that loses every task (as Dask does after too many dead workers)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
+        future: cf.Future[Any] = cf.Future()
+        future.set_exception(RuntimeError("worker lost three times"))
+        return future
+
+
+def test_a_lost_task_names_its_shard_and_the_way_on(tmp_path: Path, backend: Backend) -> None:
+    src = _tree(tmp_path / "src", count=6, broken=False)
+    with Broken(1) as pool, pytest.raises(packer.ConversionError, match=r"shard-00000.*--resume"):
+        packer.convert(src, tmp_path / "dst", to=backend.name, engine=ExecutorEngine(pool, 1, name="test"))
+    assert not (tmp_path / "dst" / MANIFEST_NAME).exists()
+
+
+def test_execute_task_returns_failures_as_data(tmp_path: Path) -> None:
+    class Exploding:
+        shard = None
+
+        def run(self, notify: Callable[[str, str], None]) -> None:
+            raise KeyError("a bug")
+
+    kind, *rest = execute_task(Exploding())  # type: ignore[arg-type]
+    assert kind == "error" and rest[0] == "bug" and "KeyError" in rest[1]
+
+
+def test_engine_options_must_fit_the_engine() -> None:
+    with pytest.raises(ValueError, match="--jobs"), open_engine("local", jobs=2):
+        pass
+    with pytest.raises(ValueError, match="--engine dask"), open_engine("local", scheduler="tcp://x:1"):
+        pass
+    with pytest.raises(ValueError, match="engine must be one of"), open_engine("ray"):
+        pass
+    with open_engine("local", workers=3) as engine:
+        assert isinstance(engine, LocalEngine) and engine.parallelism == 3
+    with pytest.raises(ValueError, match="not both"):
+        packer.convert("src", "dst", to="lmdb", workers=2, engine=LocalEngine(2))
