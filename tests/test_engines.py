@@ -64,13 +64,15 @@ class Recording:
 
 
 @pytest.mark.slow
-def test_a_process_pool_executor_writes_what_the_local_engine_writes(tmp_path: Path, backend: Backend) -> None:
+def test_a_process_pool_executor_writes_what_the_local_engine_writes(tmp_path: Path,
+                                                                     backend: Backend) -> None:
     src = _tree(tmp_path / "src")
     packer.convert(src, tmp_path / "local", to=backend.name, shard_size=SHARD_SIZE, engine=LocalEngine(2))
     with cf.ProcessPoolExecutor(2) as pool:
         result = packer.convert(src, tmp_path / "pool", to=backend.name, shard_size=SHARD_SIZE,
                                 engine=ExecutorEngine(pool, 2))
-    assert result.manifest.num_samples == 30 and [s.path for s in result.manifest.skipped] == ["bee/broken.jpg"]
+    assert result.manifest.num_samples == 30
+    assert [s.path for s in result.manifest.skipped] == ["bee/broken.jpg"]
     assert _snapshot(tmp_path / "pool") == _snapshot(tmp_path / "local")
 
 
