@@ -25,6 +25,7 @@ import threading
 from collections.abc import Sequence
 
 import lmdb
+import numpy as np
 
 from packer.backends.base import Backend, ShardReader, ShardWriter
 from packer.errors import ShardError
@@ -118,6 +119,49 @@ class LMDBShardWriter(ShardWriter):
                 os.unlink(leftover)
 
 
+def _map_base(path: str) -> int | None:
+    """Where this process mapped the LMDB file ``path`` (its offset-0 mapping), from
+    ``/proc/self/maps`` by device and inode; None when that cannot be told (not Linux)."""
+    try:
+        st = os.stat(path)
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) < 6 or int(fields[2], 16) != 0 or int(fields[4]) != st.st_ino:
+                    continue
+                major, minor = (int(part, 16) for part in fields[3].split(":"))
+                if (major, minor) == (os.major(st.st_dev), os.minor(st.st_dev)):
+                    return int(fields[0].split("-")[0], 16)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+class _Shard:
+    """A shard file open in this process: its environment, and a descriptor for ``pread``."""
+
+    def __init__(self, path: str) -> None:
+        # readahead stays on: LMDB still faults in the first page of every value (its header)
+        # through the map, and without readahead each fault is its own tiny read (measured on
+        # emulated shared storage: 0.38x of a folder without, 2.9x with).
+        self.env = lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=True,
+                             meminit=False, max_spare_txns=1, max_dbs=0)
+        self.fd: int | None = None
+        self.base: int | None = None
+        try:
+            self.base = _map_base(path)
+            if self.base is not None:
+                self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            self.base = None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        self.env.close()
+
+
 class _SharedEnvironments:
     """One read-only environment per shard file and process, shared by every reader of it.
 
@@ -127,7 +171,7 @@ class _SharedEnvironments:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()  # re-entrant: __del__ may release during acquire
-        self._entries: dict[tuple[int, int], tuple[lmdb.Environment, int]] = {}
+        self._entries: dict[tuple[int, int], tuple[_Shard, int]] = {}
 
     @staticmethod
     def _identity(path: str) -> tuple[int, int]:
@@ -139,57 +183,74 @@ class _SharedEnvironments:
             raise ShardError(f"Cannot open LMDB shard {path!r}: {err}") from err
         return st.st_dev, st.st_ino
 
-    def acquire(self, path: str) -> tuple[lmdb.Environment, tuple[int, int]]:
+    def acquire(self, path: str) -> tuple[_Shard, tuple[int, int]]:
         key = self._identity(path)
         with self._lock:
             if key in self._entries:
-                env, users = self._entries[key]
-                self._entries[key] = (env, users + 1)
-                return env, key
+                shard, users = self._entries[key]
+                self._entries[key] = (shard, users + 1)
+                return shard, key
             try:
-                env = lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=True,
-                                meminit=False, max_spare_txns=1, max_dbs=0)
+                shard = _Shard(path)
             except lmdb.Error as err:
                 raise ShardError(f"Cannot open LMDB shard {path!r}: {err}. Check it with "
                                  "`packer info`; re-convert if the file is damaged.") from err
-            self._entries[key] = (env, 1)
-            return env, key
+            self._entries[key] = (shard, 1)
+            return shard, key
 
     def release(self, key: tuple[int, int]) -> None:
         with self._lock:
-            env, users = self._entries[key]
+            shard, users = self._entries[key]
             if users > 1:
-                self._entries[key] = (env, users - 1)
+                self._entries[key] = (shard, users - 1)
             else:
                 del self._entries[key]
-                env.close()
+                shard.close()
 
 
 _SHARED = _SharedEnvironments()
 
 
+def _copy(shard: _Shard, value: memoryview) -> bytes:
+    """The value's bytes: one ``pread`` of its range of the file when its offset is known.
+
+    A value is contiguous in the file (in its leaf page, or in consecutive overflow pages).
+    Copying it out of the memory map instead faults its pages in one by one (with readahead
+    around each fault); on a cold cache or shared storage (NFS, Lustre, FUSE) one read of the
+    exact range costs fewer round trips. Measured on the emulated shared storage of
+    ``scripts/bench_read.py`` with the page cache dropped: 1.23x of the folder against 1.00x
+    copying from the map; on a warm cache both are one copy.
+    """
+    if shard.fd is not None and shard.base is not None:
+        offset = np.frombuffer(value, dtype=np.uint8).ctypes.data - shard.base  # no page touched
+        data = os.pread(shard.fd, len(value), offset)
+        if len(data) == len(value):
+            return data
+    return bytes(value)
+
+
 class LMDBShardReader(ShardReader):
     """Read one LMDB shard with a read-only, lock-free environment opened per process."""
 
-    _env: lmdb.Environment | None = None
+    _shard: _Shard | None = None
     _identity: tuple[int, int] = (0, 0)
 
     def _open(self) -> None:
-        self._env, self._identity = _SHARED.acquire(self.path)
+        self._shard, self._identity = _SHARED.acquire(self.path)
 
     def _read_many(self, indices: Sequence[int]) -> list[bytes]:
-        env = self._env
-        if env is None:
+        shard = self._shard
+        if shard is None:
             raise ShardError(f"LMDB shard {self.path!r} is not open")
         out: list[bytes] = []
         try:
-            with env.begin(buffers=False) as txn:
+            with shard.env.begin(buffers=True) as txn:
                 for index in indices:
                     value = txn.get(_key(index))
                     if value is None:
                         raise ShardError(f"Sample {index} is missing from LMDB shard {self.path!r}: "
                                          "the file is damaged or was replaced; re-convert it.")
-                    out.append(value)
+                    out.append(_copy(shard, value))
         except lmdb.Error as err:
             raise ShardError(f"Reading LMDB shard {self.path!r} failed: {err}") from err
         return out
@@ -197,16 +258,16 @@ class LMDBShardReader(ShardReader):
     def stored_count(self) -> int:
         """Records in the environment's database (``stat()["entries"]``)."""
         self._ensure_open()
-        if self._env is None:
+        if self._shard is None:
             raise ShardError(f"LMDB shard {self.path!r} is not open")
         try:
-            return int(self._env.stat()["entries"])
+            return int(self._shard.env.stat()["entries"])
         except lmdb.Error as err:
             raise ShardError(f"Reading LMDB shard {self.path!r} failed: {err}") from err
 
     def _close(self) -> None:
-        if self._env is not None:
-            self._env = None
+        if self._shard is not None:
+            self._shard = None
             _SHARED.release(self._identity)
 
 
