@@ -29,6 +29,7 @@ the block order is where it pays.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -109,7 +110,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=16)
     parser.add_argument("--limit", type=int, default=None, help="samples per epoch (default: all)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--slowfs", default=None,
+                        help="path to the project's slowfs.py: read DST through it as emulated shared "
+                             "storage (0.5 ms per metadata round trip, 0.2 ms per read, 1000 MB/s)")
     args = parser.parse_args(argv)
+    if args.slowfs is None:
+        return run(args)
+    slowfs = load_slowfs(args.slowfs)
+    with slowfs.mounted(os.path.abspath(args.dst), meta_latency_ms=0.5, read_latency_ms=0.2,
+                        bandwidth_mbs=1000.0) as mounted:
+        args.dst = mounted
+        return run(args)
+
+
+def load_slowfs(path: str) -> Any:
+    """The slowfs tool, loaded from its file (it is not a package users install)."""
+    spec = importlib.util.spec_from_file_location("slowfs", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["slowfs"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(args: argparse.Namespace) -> int:
+    """Time the two orders, alternating; print the report."""
     if not hasattr(os, "posix_fadvise"):
         print("posix_fadvise is not available here: cannot drop the page cache.", file=sys.stderr)
         return 2
@@ -128,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "shards": len(dataset.manifest.shards), "samples_per_epoch": int(samples),
         "megabytes_per_epoch": round(megabytes, 1), "workers": args.workers,
         "batch_size": args.batch_size, "block_size": args.block_size, "window": args.window,
-        "epochs": args.epochs, "sides": {},
+        "epochs": args.epochs, "slowfs": bool(args.slowfs), "sides": {},
     }
     for side in sides:
         median = statistics.median(seconds[side])
@@ -140,8 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
+    where = "through slowfs (emulated shared storage), " if args.slowfs else ""
     print(f"{report['dst']}: {report['backend']}, {report['shards']} shard(s), {int(samples)} samples "
-          f"({megabytes:.1f} MB) per epoch, cold cache, {args.workers} workers, batch {args.batch_size}")
+          f"({megabytes:.1f} MB) per epoch, {where}cold cache, {args.workers} workers, "
+          f"batch {args.batch_size}")
     for side in sides:
         row = report["sides"][side]
         print(f"  {side:>6}: {row['median_s']:7.2f} s (min {row['min_s']:.2f}, max {row['max_s']:.2f})  "
