@@ -36,11 +36,14 @@ if TYPE_CHECKING:
         SourceNotFoundError,
         UnknownNameError,
     )
+    from packer.export import ExportResult, export_dataset
     from packer.folder import ImageFolderDataset
     from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
     from packer.manifest import Manifest
     from packer.merging import MergeResult, merge
+    from packer.preview import ContactSheet, make_contact_sheet, write_contact_sheet
     from packer.samplers import ShardAwareSampler
+    from packer.show import SampleInfo, sample_bytes, sample_info, save_sample
     from packer.sizes import parse_size
     from packer.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
     from packer.verify import VerifyReport, verify_dataset
@@ -57,11 +60,14 @@ _HOMES = {
                       "MissingShardsError", "NotADatasetError", "OutputError", "OutputExistsError",
                       "PackerError", "ResumeError", "ShardError", "SourceError", "SourceNotFoundError",
                       "UnknownNameError"],
+    "packer.export": ["ExportResult", "export_dataset"],
     "packer.folder": ["ImageFolderDataset"],
     "packer.imagefolder": ["FolderIndex", "IMG_EXTENSIONS", "find_classes", "scan_imagefolder"],
     "packer.manifest": ["Manifest"],
     "packer.merging": ["MergeResult", "merge"],
+    "packer.preview": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
     "packer.samplers": ["ShardAwareSampler"],
+    "packer.show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
     "packer.sizes": ["parse_size"],
     "packer.transforms": ["CenterCropResize", "Normalize", "RandomResizedCropFlip"],
     "packer.verify": ["VerifyReport", "verify_dataset"],
@@ -71,6 +77,7 @@ _LAZY = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = [
     "BadImageError",
     "CenterCropResize",
+    "ContactSheet",
     "ConversionError",
     "ConversionInterrupted",
     "ConversionPlan",
@@ -79,6 +86,7 @@ __all__ = [
     "EmptySourceError",
     "Engine",
     "ExecutorEngine",
+    "ExportResult",
     "FolderIndex",
     "HDF5ImageDataset",
     "IMG_EXTENSIONS",
@@ -99,6 +107,7 @@ __all__ = [
     "PackerError",
     "RandomResizedCropFlip",
     "ResumeError",
+    "SampleInfo",
     "ShardAwareSampler",
     "ShardError",
     "SourceError",
@@ -110,15 +119,21 @@ __all__ = [
     "codec_names",
     "convert",
     "convert_task",
+    "export_dataset",
     "find_classes",
     "get_backend",
+    "make_contact_sheet",
     "merge",
     "open_dataset",
     "open_engine",
     "parse_size",
     "plan_conversion",
+    "sample_bytes",
+    "sample_info",
+    "save_sample",
     "scan_imagefolder",
     "verify_dataset",
+    "write_contact_sheet",
 ]
 
 if sorted(_LAZY) != __all__:  # the two lists must name the same things

@@ -18,7 +18,8 @@ PACKAGE = Path(packer.__file__).parent
 CORE = ["errors", "durable", "sizes", "sourcefile", "imagefolder", "codecs", "planning",
         "manifest", "sample_index", "destination", "shardset", "shardwork", "resume", "workers",
         "conversion", "scheduling", "dryrun", "verify", "verify_report", "imagecheck",
-        "reencode", "engines", "merging", "jobplan", "arrayjob", "dask_engine", "backends/__init__",
+        "reencode", "engines", "merging", "jobplan", "arrayjob", "dask_engine", "selection", "sheet_draw",
+        "preview", "sheet_html", "export", "show", "backends/__init__",
         "backends/base", "backends/lmdb", "backends/hdf5"]
 #: What may import what, by layer: a module may import its own layer or lower ones.
 LAYER = {
@@ -27,7 +28,8 @@ LAYER = {
     "backends": 2, "backends.base": 2, "backends.lmdb": 2, "backends.hdf5": 2,
     "destination": 3, "shardset": 3, "shardwork": 3, "resume": 3, "workers": 3,
     "conversion": 4, "scheduling": 4, "engines": 4, "merging": 4, "jobplan": 3, "arrayjob": 1,
-    "dask_engine": 5, "samplers": 5, "dryrun": 6, "verify": 4, "verify_report": 1,
+    "dask_engine": 5, "samplers": 5, "selection": 1, "sheet_draw": 3, "preview": 4, "sheet_html": 4,
+    "export": 4, "show": 4, "loader": 5, "dryrun": 6, "verify": 4, "verify_report": 1,
     "datasets": 4, "folder": 4, "transforms": 2, "bench": 5,
     "cli": 7, "report": 5, "demo": 5, "__main__": 8,
 }
