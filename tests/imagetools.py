@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import struct
 import zlib
@@ -120,6 +121,30 @@ STANDARD_IMAGES = 14  # images in standard_spec() (notes.txt is not one)
 
 
 # ---------------------------------------------------------------- the odd-image zoo
+
+
+def mixed_tree(root: str | os.PathLike[str], count: int = 36, *, broken: bool = True) -> Path:
+    """A small tree of ``count`` JPEGs and PNGs of varied sizes in 3 classes (plus one file
+    that is not a JPEG, unless ``broken=False``): a dozen shards at ``shard_size="1500"``."""
+    spec: dict[str, Entry] = {}
+    for i in range(count):
+        cls = ("ant", "bee", "cow")[i % 3]
+        make = jpeg_bytes if i % 4 else png_bytes
+        spec[f"{cls}/{i:03d}.{'jpg' if i % 4 else 'png'}"] = make(12 + i % 5, 10 + i % 7, i)
+    if broken:
+        spec["bee/broken.jpg"] = b"\xff\xd8\xff\xe0 not really a jpeg"
+    return write_tree(root, spec)
+
+
+def dataset_snapshot(root: str | os.PathLike[str]) -> dict[str, object]:
+    """Every file of a finished dataset by relative path, and its manifest without
+    ``created_at``: equal snapshots are the same dataset, however it was written."""
+    top = Path(root)
+    files = {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*"))
+             if p.is_file() and p.name != "index.json"}
+    manifest = json.loads((top / "index.json").read_text())
+    manifest.pop("created_at")
+    return {"files": files, "manifest": manifest}
 
 
 def grayscale_jpeg() -> bytes:

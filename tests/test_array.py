@@ -12,11 +12,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from imagetools import jpeg_bytes, png_bytes, write_tree
+from imagetools import dataset_snapshot, mixed_tree
 
 import packer
 from packer.arrayjob import ArrayTask, array_task
@@ -28,35 +27,13 @@ from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
 SHARD_SIZE = "1500"  # bytes: the tree below becomes about a dozen shards
 
 
-def _tree(root: Path, count: int = 36) -> Path:
-    spec: dict[str, Any] = {}
-    for i in range(count):
-        cls = ("ant", "bee", "cow")[i % 3]
-        make = jpeg_bytes if i % 4 else png_bytes
-        spec[f"{cls}/{i:03d}.{'jpg' if i % 4 else 'png'}"] = make(12 + i % 5, 10 + i % 7, i)
-    spec["bee/broken.jpg"] = b"\xff\xd8\xff\xe0 not really a jpeg"
-    return write_tree(root, spec)
-
-
-def _manifest(root: Path) -> dict[str, Any]:
-    data = json.loads((root / MANIFEST_NAME).read_text())
-    data.pop("created_at")
-    return data
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != MANIFEST_NAME}
-
-
 def _same_dataset(got: Path, want: Path) -> None:
-    assert _manifest(got) == _manifest(want)
-    assert _files(got) == _files(want)
+    assert dataset_snapshot(got) == dataset_snapshot(want)
 
 
 @pytest.fixture
 def src(tmp_path: Path) -> Path:
-    return _tree(tmp_path / "src")
+    return mixed_tree(tmp_path / "src")
 
 
 @pytest.fixture

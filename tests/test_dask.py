@@ -5,7 +5,6 @@ Slurm/PBS job scripts rendered without a batch system. Needs the ``dask`` extra;
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,31 +13,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from imagetools import jpeg_bytes, png_bytes, write_tree
+from imagetools import dataset_snapshot, mixed_tree
 
 import packer
 from packer.cli import cli
-from packer.manifest import MANIFEST_NAME
 
 SHARD_SIZE = "1500"
-
-
-def _tree(root: Path, count: int = 30) -> Path:
-    spec: dict[str, Any] = {}
-    for i in range(count):
-        cls = ("ant", "bee", "cow")[i % 3]
-        make = jpeg_bytes if i % 4 else png_bytes
-        spec[f"{cls}/{i:03d}.{'jpg' if i % 4 else 'png'}"] = make(12 + i % 5, 10 + i % 7, i)
-    spec["bee/broken.jpg"] = b"\xff\xd8\xff\xe0 not really a jpeg"
-    return write_tree(root, spec)
-
-
-def _snapshot(root: Path) -> dict[str, Any]:
-    files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-             if p.is_file() and p.name != MANIFEST_NAME}
-    manifest = json.loads((root / MANIFEST_NAME).read_text())
-    manifest.pop("created_at")
-    return {"files": files, "manifest": manifest}
 
 
 def test_import_packer_and_its_cli_do_not_import_dask_or_ray() -> None:
@@ -78,20 +58,20 @@ def cluster() -> Any:
 
 @pytest.mark.slow
 def test_dask_cluster_writes_what_the_local_engine_writes(tmp_path: Path, cluster: Any) -> None:
-    src = _tree(tmp_path / "src")
+    src = mixed_tree(tmp_path / "src", count=30)
     packer.convert(src, tmp_path / "local", to="lmdb", shard_size=SHARD_SIZE, workers=2)
     with dask_engine(cluster.scheduler_address) as engine:
         assert engine.parallelism == 2
         result = packer.convert(src, tmp_path / "dask", to="lmdb", shard_size=SHARD_SIZE, engine=engine)
     assert result.manifest.num_samples == 30
-    assert _snapshot(tmp_path / "dask") == _snapshot(tmp_path / "local")
+    assert dataset_snapshot(tmp_path / "dask") == dataset_snapshot(tmp_path / "local")
     # The command line, against the same scheduler; HDF5 this time.
     packer.convert(src, tmp_path / "local5", to="hdf5", shard_size=SHARD_SIZE, workers=1)
     out = CliRunner().invoke(cli, ["convert", str(src), str(tmp_path / "dask5"), "--to", "hdf5",
                                    "--shard-size", SHARD_SIZE, "--engine", "dask",
                                    "--scheduler", cluster.scheduler_address])
     assert out.exit_code == 0, out.output
-    assert _snapshot(tmp_path / "dask5") == _snapshot(tmp_path / "local5")
+    assert dataset_snapshot(tmp_path / "dask5") == dataset_snapshot(tmp_path / "local5")
 
 
 def _killer_plugin(flag: str) -> Any:
@@ -117,7 +97,7 @@ def _killer_plugin(flag: str) -> Any:
 
 @pytest.mark.slow
 def test_a_worker_killed_mid_task_is_retried_and_the_dataset_verifies(tmp_path: Path, cluster: Any) -> None:
-    src = _tree(tmp_path / "src")
+    src = mixed_tree(tmp_path / "src", count=30)
     packer.convert(src, tmp_path / "local", to="lmdb", shard_size=SHARD_SIZE, workers=1)
     flag = tmp_path / "killed"
     with distributed.Client(cluster.scheduler_address) as client:
@@ -130,19 +110,19 @@ def test_a_worker_killed_mid_task_is_retried_and_the_dataset_verifies(tmp_path: 
         client.wait_for_workers(2, timeout=60)  # the nanny restarted it, for the other tests
     assert flag.exists(), "the plugin never killed a worker: the test proved nothing"
     assert packer.verify_dataset(tmp_path / "dask", deep=True, against=src).ok
-    assert _snapshot(tmp_path / "dask") == _snapshot(tmp_path / "local")
+    assert dataset_snapshot(tmp_path / "dask") == dataset_snapshot(tmp_path / "local")
 
 
 @pytest.mark.slow
 def test_array_tasks_on_dask_then_merge_equal_a_local_run(tmp_path: Path, cluster: Any) -> None:
-    src = _tree(tmp_path / "src")
+    src = mixed_tree(tmp_path / "src", count=30)
     packer.convert(src, tmp_path / "local", to="hdf5", shard_size=SHARD_SIZE, workers=1)
     with dask_engine(cluster.scheduler_address) as engine:
         for task_id in range(2):
             packer.convert_task(src, tmp_path / "array", task_id=task_id, num_tasks=2, to="hdf5",
                                 shard_size=SHARD_SIZE, engine=engine)
     packer.merge(tmp_path / "array")
-    assert _snapshot(tmp_path / "array") == _snapshot(tmp_path / "local")
+    assert dataset_snapshot(tmp_path / "array") == dataset_snapshot(tmp_path / "local")
 
 
 @pytest.mark.parametrize(("kind", "lines"), [
@@ -166,7 +146,7 @@ def test_cli_prints_the_job_script_and_checks_engine_flags(tmp_path: Path) -> No
                               "--job-cores", "2", "--print-job-script"])
     assert out.exit_code == 0, out.output
     assert "#SBATCH -p cpu" in out.output and "#SBATCH -A a1" in out.output and "--nworkers 2" in out.output
-    src = _tree(tmp_path / "src", count=3)
+    src = mixed_tree(tmp_path / "src", count=3)
     out = runner.invoke(cli, ["convert", str(src), str(tmp_path / "d"), "--to", "lmdb", "--engine", "slurm",
                               "--partition", "cpu"])
     assert out.exit_code == 2 and "needs --jobs and --walltime" in out.output

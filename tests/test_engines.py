@@ -8,14 +8,13 @@ failures reported as the local engine reports them.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from imagetools import jpeg_bytes, png_bytes, write_tree
+from imagetools import dataset_snapshot, mixed_tree
 
 import packer
 from packer.backends import Backend
@@ -23,25 +22,6 @@ from packer.engines import ExecutorEngine, LocalEngine, execute_task, open_engin
 from packer.manifest import MANIFEST_NAME
 
 SHARD_SIZE = "1500"
-
-
-def _tree(root: Path, count: int = 30, broken: bool = True) -> Path:
-    spec: dict[str, Any] = {}
-    for i in range(count):
-        cls = ("ant", "bee", "cow")[i % 3]
-        make = jpeg_bytes if i % 4 else png_bytes
-        spec[f"{cls}/{i:03d}.{'jpg' if i % 4 else 'png'}"] = make(12 + i % 5, 10 + i % 7, i)
-    if broken:
-        spec["bee/broken.jpg"] = b"\xff\xd8\xff\xe0 not really a jpeg"
-    return write_tree(root, spec)
-
-
-def _snapshot(root: Path) -> dict[str, Any]:
-    files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-             if p.is_file() and p.name != MANIFEST_NAME}
-    manifest = json.loads((root / MANIFEST_NAME).read_text())
-    manifest.pop("created_at")
-    return {"files": files, "manifest": manifest}
 
 
 class Recording:
@@ -66,20 +46,20 @@ class Recording:
 @pytest.mark.slow
 def test_a_process_pool_executor_writes_what_the_local_engine_writes(tmp_path: Path,
                                                                      backend: Backend) -> None:
-    src = _tree(tmp_path / "src")
+    src = mixed_tree(tmp_path / "src", count=30)
     packer.convert(src, tmp_path / "local", to=backend.name, shard_size=SHARD_SIZE, engine=LocalEngine(2))
     with cf.ProcessPoolExecutor(2) as pool:
         result = packer.convert(src, tmp_path / "pool", to=backend.name, shard_size=SHARD_SIZE,
                                 engine=ExecutorEngine(pool, 2))
     assert result.manifest.num_samples == 30
     assert [s.path for s in result.manifest.skipped] == ["bee/broken.jpg"]
-    assert _snapshot(tmp_path / "pool") == _snapshot(tmp_path / "local")
+    assert dataset_snapshot(tmp_path / "pool") == dataset_snapshot(tmp_path / "local")
 
 
 @pytest.mark.parametrize("parallelism", [1, 4])  # 4 > shards of the small tree: segments
 def test_thread_executor_with_progress_reports_every_file_once(tmp_path: Path, backend: Backend,
                                                               parallelism: int) -> None:
-    src = _tree(tmp_path / "src", count=12)
+    src = mixed_tree(tmp_path / "src", count=12)
     shard_size = "1500" if parallelism == 1 else "1MB"
     events: list[tuple[str, int, int]] = []
     channel = Recording()
@@ -106,11 +86,11 @@ def test_thread_executor_with_progress_reports_every_file_once(tmp_path: Path, b
     net = sum(p if kind == "progress" else -p for kind, p, _ in events)
     skipped = sum(s if kind == "progress" else -s for kind, _, s in events)
     assert (net, skipped) == (12, 1)
-    assert _snapshot(tmp_path / "pool") == _snapshot(tmp_path / "local")
+    assert dataset_snapshot(tmp_path / "pool") == dataset_snapshot(tmp_path / "local")
 
 
 def test_errors_come_back_as_the_local_engine_words_them(tmp_path: Path, backend: Backend) -> None:
-    src = _tree(tmp_path / "src", count=6)
+    src = mixed_tree(tmp_path / "src", count=6)
     with cf.ThreadPoolExecutor(2) as pool, pytest.raises(packer.BadImageError, match="broken.jpg") as caught:
         packer.convert(src, tmp_path / "dst", to=backend.name, strict=True, engine=ExecutorEngine(pool, 2))
     assert caught.value.reason and caught.value.path == "bee/broken.jpg"
@@ -126,7 +106,7 @@ class Broken(cf.ThreadPoolExecutor):
 
 
 def test_a_lost_task_names_its_shard_and_the_way_on(tmp_path: Path, backend: Backend) -> None:
-    src = _tree(tmp_path / "src", count=6, broken=False)
+    src = mixed_tree(tmp_path / "src", count=6, broken=False)
     with Broken(1) as pool, pytest.raises(packer.ConversionError, match=r"shard-00000.*--resume"):
         packer.convert(src, tmp_path / "dst", to=backend.name, engine=ExecutorEngine(pool, 1, name="test"))
     assert not (tmp_path / "dst" / MANIFEST_NAME).exists()

@@ -9,7 +9,6 @@ gives: same shard bytes, same sample index, same manifest apart from `created_at
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from imagetools import jpeg_bytes, png_bytes, write_tree
+from imagetools import dataset_snapshot, mixed_tree, png_bytes
 
 import packer
 from packer.backends import Backend
@@ -34,31 +33,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 SHARD_SIZE = "1500"  # bytes: the tree below becomes about a dozen shards
 
 
-def _tree(root: Path, count: int = 36) -> Path:
-    spec: dict[str, Any] = {}
-    for i in range(count):
-        cls = ("ant", "bee", "cow")[i % 3]
-        make = jpeg_bytes if i % 4 else png_bytes
-        spec[f"{cls}/{i:03d}.{'jpg' if i % 4 else 'png'}"] = make(12 + i % 5, 10 + i % 7, i)
-    spec["bee/broken.jpg"] = b"\xff\xd8\xff\xe0 not really a jpeg"
-    return write_tree(root, spec)
-
-
 def _files(root: Path) -> dict[str, bytes]:
-    """Every file of a finished dataset except the manifest, by relative path."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != MANIFEST_NAME}
-
-
-def _manifest(root: Path) -> dict[str, Any]:
-    data = json.loads((root / MANIFEST_NAME).read_text())
-    data.pop("created_at")
-    return data
+    """Every file under ``root`` by relative path (a partial dataset has no manifest yet)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def _assert_same_dataset(got: Path, want: Path) -> None:
-    assert _files(got) == _files(want)
-    assert _manifest(got) == _manifest(want)
+    assert dataset_snapshot(got) == dataset_snapshot(want)
 
 
 def _killed_run(src: Path, dst: Path, backend: str, patch: str,
@@ -121,7 +102,7 @@ KILL_POINTS = {
 @pytest.mark.parametrize("point", sorted(KILL_POINTS))
 def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path: Path, backend: Backend,
                                                          point: str) -> None:
-    src = _tree(tmp_path / "src")
+    src = mixed_tree(tmp_path / "src")
     clean = tmp_path / "clean"
     packer.convert(src, clean, to=backend.name, shard_size=SHARD_SIZE, workers=2)
 
@@ -157,7 +138,7 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path: Path, backend
 
 
 def test_killed_from_outside_mid_run_then_resumed(tmp_path: Path) -> None:
-    src = _tree(tmp_path / "src", count=150)
+    src = mixed_tree(tmp_path / "src", count=150)
     clean = tmp_path / "clean"
     packer.convert(src, clean, to="lmdb", shard_size=SHARD_SIZE, workers=1)
     dst = tmp_path / "dst"
@@ -179,7 +160,7 @@ def test_killed_from_outside_mid_run_then_resumed(tmp_path: Path) -> None:
 
 
 def test_resume_refuses_other_options_and_a_changed_tree(tmp_path: Path) -> None:
-    src = _tree(tmp_path / "src")
+    src = mixed_tree(tmp_path / "src")
     dst = tmp_path / "dst"
     killed = _killed_run(src, dst, "hdf5", KILL_POINTS["mid"], "--workers", "1")
     assert killed.returncode == -signal.SIGKILL
@@ -203,7 +184,7 @@ def runner_convert(src: Path, dst: Path, backend: str, *extra: str) -> Any:
 
 
 def test_resume_on_nothing_starts_and_on_a_complete_dataset_does_nothing(tmp_path: Path) -> None:
-    src = _tree(tmp_path / "src", count=9)
+    src = mixed_tree(tmp_path / "src", count=9)
     dst = tmp_path / "dst"
     first = packer.convert(src, dst, to="lmdb", shard_size=SHARD_SIZE, resume=True)
     assert first.manifest.num_samples == 9 and first.resumed_shards == 0
@@ -219,7 +200,7 @@ def test_resume_on_nothing_starts_and_on_a_complete_dataset_does_nothing(tmp_pat
 
 
 def test_worker_count_does_not_change_a_byte(tmp_path: Path, backend: Backend) -> None:
-    src = _tree(tmp_path / "src")
+    src = mixed_tree(tmp_path / "src")
     one = packer.convert(src, tmp_path / "one", to=backend.name, shard_size=SHARD_SIZE, workers=1)
     four = packer.convert(src, tmp_path / "four", to=backend.name, shard_size=SHARD_SIZE, workers=4)
     assert len(one.manifest.shards) > 4
@@ -228,7 +209,7 @@ def test_worker_count_does_not_change_a_byte(tmp_path: Path, backend: Backend) -
 
 
 def test_ctrl_c_stops_promptly_keeps_shards_and_says_how_to_resume(tmp_path: Path) -> None:
-    src = _tree(tmp_path / "src", count=150)
+    src = mixed_tree(tmp_path / "src", count=150)
     dst = tmp_path / "dst"
     proc = subprocess.Popen([sys.executable, "-m", "packer", "convert", str(src), str(dst),
                              "--to", "hdf5", "--shard-size", SHARD_SIZE, "--workers", "2", "-q"],
@@ -253,7 +234,7 @@ def test_ctrl_c_stops_promptly_keeps_shards_and_says_how_to_resume(tmp_path: Pat
 
 
 def test_plain_rerun_over_partial_dst_changes_nothing(tmp_path: Path) -> None:
-    src = _tree(tmp_path / "src", count=9)
+    src = mixed_tree(tmp_path / "src", count=9)
     dst = tmp_path / "dst"
     assert _killed_run(src, dst, "lmdb", KILL_POINTS["mid"]).returncode == -signal.SIGKILL
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in dst.rglob("*") if p.is_file()}
@@ -264,7 +245,7 @@ def test_plain_rerun_over_partial_dst_changes_nothing(tmp_path: Path) -> None:
 
 def test_one_shard_is_packed_in_segments_with_the_same_bytes(tmp_path: Path,
                                                              backend: Backend) -> None:
-    src = _tree(tmp_path / "src")
+    src = mixed_tree(tmp_path / "src")
     one = packer.convert(src, tmp_path / "one", to=backend.name, workers=1)
     three = packer.convert(src, tmp_path / "three", to=backend.name, workers=3)
     # The default shard size holds the whole tree: one shard, packed in segments by 3 workers.
@@ -291,7 +272,7 @@ def test_segments_plan_covers_every_item_once() -> None:
 def test_spawned_workers_give_the_same_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from packer import workers
 
-    src = _tree(tmp_path / "src")
+    src = mixed_tree(tmp_path / "src")
     monkeypatch.setattr(workers, "START_METHOD", "fork")
     packer.convert(src, tmp_path / "fork", to="lmdb", shard_size=SHARD_SIZE, workers=2)
     monkeypatch.setattr(workers, "START_METHOD", "spawn")
