@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from packer.export import ExportResult, export_dataset
     from packer.folder import ImageFolderDataset
     from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
+    from packer.loader import LoaderSettings, loader_settings, make_loader
     from packer.manifest import Manifest
     from packer.merging import MergeResult, merge
     from packer.preview import ContactSheet, make_contact_sheet, write_contact_sheet
@@ -63,6 +64,7 @@ _HOMES = {
     "packer.export": ["ExportResult", "export_dataset"],
     "packer.folder": ["ImageFolderDataset"],
     "packer.imagefolder": ["FolderIndex", "IMG_EXTENSIONS", "find_classes", "scan_imagefolder"],
+    "packer.loader": ["LoaderSettings", "loader_settings", "make_loader"],
     "packer.manifest": ["Manifest"],
     "packer.merging": ["MergeResult", "merge"],
     "packer.preview": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
@@ -93,6 +95,7 @@ __all__ = [
     "ImageFolderDataset",
     "IncompleteDatasetError",
     "LMDBImageDataset",
+    "LoaderSettings",
     "LocalEngine",
     "Manifest",
     "ManifestError",
@@ -122,7 +125,9 @@ __all__ = [
     "export_dataset",
     "find_classes",
     "get_backend",
+    "loader_settings",
     "make_contact_sheet",
+    "make_loader",
     "merge",
     "open_dataset",
     "open_engine",

@@ -35,6 +35,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 from packer.datasets import PackedImageDataset, open_dataset
 from packer.folder import ImageFolderDataset
+from packer.loader import DEFAULT_PREFETCH, available_cpus, loader_settings
 from packer.transforms import IMAGENET_MEAN, IMAGENET_STD, Normalize, RandomResizedCropFlip
 from packer.transforms import random_resized_crop_params as crop_params
 
@@ -153,7 +154,7 @@ class BatchNormalizer:
 
     def __init__(self, workers: int, normalize: Normalize | None = None) -> None:
         self.normalize = normalize or Normalize()
-        self._threads = max(1, _cpu_count() - workers)
+        self._threads = max(1, available_cpus() - workers)
         self._buffer: torch.Tensor | None = None
 
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
@@ -173,10 +174,6 @@ class BatchNormalizer:
             yield
         finally:
             torch.set_num_threads(before)
-
-
-def _cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class _Side:
@@ -250,14 +247,24 @@ def sweep(dst: str | os.PathLike[str], *, pipeline: str = "train", batch_size: i
           limit: int | None = None, repeats: int = 2) -> Iterator[tuple[dict[str, Any], BenchReport]]:
     """Try ``num_workers`` x ``prefetch_factor`` x ``persistent_workers`` on the packed dataset.
 
-    Yields each setting with its report, fastest last is not guaranteed: the caller ranks them.
-    With persistent workers off, each timed epoch includes starting the workers, as training
-    with ``persistent_workers=False`` pays it every epoch.
+    The grid is 1, half and all of :func:`~packer.loader.available_cpus` workers, prefetch 2
+    and 4, persistent on and off, plus :func:`packer.make_loader`'s own choice for training
+    (:func:`~packer.loader.loader_settings`) when the grid lacks it; that setting comes first and
+    has ``"make_loader": True`` (every other ``False``). ``prefetch_factor`` is ``None`` without
+    workers. Yields each setting with its report; the caller ranks them
+    (:func:`packer.report.format_sweep`). With persistent workers off, each timed epoch includes
+    starting the workers, as training with ``persistent_workers=False`` pays it every epoch.
+    The main process only receives the batches (``fast``: and normalises them); a training
+    step needs a core too, which is why ``make_loader`` leaves it one.
     """
-    cpus = _cpu_count()
-    worker_counts = sorted({1, max(1, cpus // 2), cpus})
-    for workers, prefetch, persistent in itertools.product(worker_counts, (2, 4), (True, False)):
-        setting = {"num_workers": workers, "prefetch_factor": prefetch, "persistent_workers": persistent}
+    default = loader_settings(train=True, distributed=False)
+    mine = (default.num_workers, default.prefetch_factor, default.persistent_workers)
+    cpus = available_cpus()
+    grid: list[tuple[int, int | None, bool]] = list(itertools.product(
+        sorted({1, max(1, cpus // 2), cpus}), (2, 4), (True, False)))
+    for workers, prefetch, persistent in [mine, *(s for s in grid if s != mine)]:
+        setting = {"num_workers": workers, "prefetch_factor": prefetch, "persistent_workers": persistent,
+                   "make_loader": (workers, prefetch, persistent) == mine}
         yield setting, bench(dst, pipeline=pipeline, workers=workers, batch_size=batch_size,
-                             repeats=repeats, prefetch_factor=prefetch,
+                             repeats=repeats, prefetch_factor=prefetch or DEFAULT_PREFETCH,
                              persistent_workers=persistent, limit=limit)

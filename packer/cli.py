@@ -259,7 +259,8 @@ def verify(dst: str, deep: bool, src: str | None, as_json: bool, quiet: bool) ->
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="Read a fixed random subset of this many samples.")
 @click.option("--sweep", "do_sweep", is_flag=True,
-              help="Try num_workers x prefetch_factor x persistent_workers; print the best.")
+              help="Try num_workers x prefetch_factor x persistent_workers; print the best and "
+                   "how make_loader's default compares.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
 def bench(dst: str, src: str | None, pipeline: str, workers: int, batch_size: int, repeats: int,
           limit: int | None, do_sweep: bool, as_json: bool) -> None:

@@ -217,14 +217,39 @@ def format_bench(report: BenchReport) -> str:
 
 
 def format_sweep(results: list[tuple[dict[str, Any], BenchReport]]) -> str:
-    """Rank the settings :func:`packer.bench.sweep` tried, best first."""
+    """Rank the settings :func:`packer.bench.sweep` tried, best first; mark and compare
+    :func:`packer.make_loader`'s choice (the setting with ``"make_loader": True``, if any)."""
+    if not results:
+        return "no settings were measured"
     ranked = sorted(results, key=lambda item: -item[1].packed.images_per_second)
-    lines = ["num_workers  prefetch_factor  persistent_workers  images/s"]
+    best_rate = ranked[0][1].packed.images_per_second
+    first = ranked[0][1]
+    lines = [f"pipeline {first.pipeline}, batch_size {first.batch_size}, {first.packed.images} images, "
+             f"{len(first.packed.seconds)} timed epochs per setting; medians",
+             "num_workers  prefetch_factor  persistent_workers  images/s  vs best"]
+    default: tuple[dict[str, Any], BenchReport] | None = None
     for setting, report in ranked:
-        lines.append(f"{setting['num_workers']:>11}  {setting['prefetch_factor']:>15}  "
-                     f"{setting['persistent_workers']!s:>18}  {report.packed.images_per_second:8.0f}")
-    best = ranked[0][0]
-    lines.append(f"best on this machine: DataLoader(num_workers={best['num_workers']}, "
-                 f"prefetch_factor={best['prefetch_factor']}, "
-                 f"persistent_workers={best['persistent_workers']})")
+        rate = report.packed.images_per_second
+        mark = ""
+        if setting.get("make_loader"):
+            default, mark = (setting, report), "  <- make_loader"
+        lines.append(f"{setting['num_workers']:>11}  {setting['prefetch_factor']!s:>15}  "
+                     f"{setting['persistent_workers']!s:>18}  {rate:8.0f}  {rate / best_rate:6.2f}x{mark}")
+    lines.append(f"best on this machine: {_loader_call(ranked[0][0])}")
+    if default is not None:
+        rate = default[1].packed.images_per_second
+        line = (f"make_loader's default: {_loader_call(default[0])}, {rate:.0f} images/s, "
+                f"{rate / best_rate:.2f}x the best")
+        if default[0]["num_workers"] == 0 < ranked[0][0]["num_workers"]:
+            line += " (on one CPU a worker only time-shares it with the training step, not run here)"
+        elif default[0]["num_workers"] < ranked[0][0]["num_workers"]:
+            line += (" (it leaves the main process a core for the training step, which this "
+                     "benchmark does not run)")
+        lines.append(line)
     return "\n".join(lines)
+
+
+def _loader_call(setting: dict[str, Any]) -> str:
+    return (f"DataLoader(num_workers={setting['num_workers']}, "
+            f"prefetch_factor={setting['prefetch_factor']}, "
+            f"persistent_workers={setting['persistent_workers']})")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -11,7 +15,9 @@ from click.testing import CliRunner
 from imagetools import jpeg_bytes, write_tree
 
 import packer
-from packer.bench import PIPELINES, StandardTrainTransform, bench, sweep
+from packer import bench as bench_module
+from packer import loader as loader_module
+from packer.bench import PIPELINES, BenchReport, StandardTrainTransform, Timing, bench, sweep
 from packer.cli import cli
 from packer.report import format_bench, format_sweep
 
@@ -63,7 +69,9 @@ def test_workers_and_sweep(tree_and_dataset: tuple[Path, Path]) -> None:
     results = list(sweep(dst, pipeline="bytes", batch_size=4, limit=8, repeats=1))
     settings = {(s["num_workers"], s["prefetch_factor"], s["persistent_workers"]) for s, _ in results}
     assert {p for _, p, _ in settings} == {2, 4} and {q for _, _, q in settings} == {True, False}
+    assert [s["make_loader"] for s, _ in results].count(True) == 1
     assert "best on this machine: DataLoader(num_workers=" in format_sweep(results)
+    assert "<- make_loader" in format_sweep(results)
 
 
 def test_cli_bench(tree_and_dataset: tuple[Path, Path]) -> None:
@@ -78,3 +86,85 @@ def test_cli_bench(tree_and_dataset: tuple[Path, Path]) -> None:
     assert doc["pipeline"] == "train" and doc["folder"] is None
     missing = runner.invoke(cli, ["bench", str(dst.parent / "nope")])
     assert missing.exit_code == 1 and "Error:" in missing.stderr
+
+
+def _fake_bench(calls: list[dict[str, Any]]) -> Callable[..., BenchReport]:
+    """A stand-in for :func:`packer.bench.bench`: records its arguments; more workers, more speed."""
+
+    def fake(dst: object, **kwargs: Any) -> BenchReport:
+        calls.append(kwargs)
+        rate = 100.0 * (1 + kwargs["workers"]) + (5 if kwargs["persistent_workers"] else 0)
+        timing = Timing("packed", 100, 1.0, [100 / rate] * kwargs["repeats"])
+        return BenchReport(kwargs["pipeline"], kwargs["workers"], kwargs["batch_size"], timing, None)
+
+    return fake
+
+
+@pytest.fixture
+def four_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(loader_module, "_cgroup_cpus", lambda: None)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+
+
+def test_sweep_measures_make_loader_s_choice_first(monkeypatch: pytest.MonkeyPatch, four_cpus: None,
+                                                   tree_and_dataset: tuple[Path, Path]) -> None:
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(bench_module, "bench", _fake_bench(calls))
+    results = list(sweep(tree_and_dataset[1], pipeline="bytes", batch_size=8, limit=5, repeats=1))
+    settings = [(s["num_workers"], s["prefetch_factor"], s["persistent_workers"]) for s, _ in results]
+    # 4 CPUs: the grid is 1, 2 and 4 workers; make_loader picks 3 (one core for the main process).
+    assert settings[0] == (3, 2, True) and results[0][0]["make_loader"] is True
+    assert not any(s["make_loader"] for s, _ in results[1:])
+    assert set(settings[1:]) == set(itertools.product((1, 2, 4), (2, 4), (True, False)))
+    assert len(settings) == len(set(settings)) == 13
+    assert all(c["limit"] == 5 and c["repeats"] == 1 and c["pipeline"] == "bytes" for c in calls)
+    text = format_sweep(results)
+    best = "best on this machine: DataLoader(num_workers=4, prefetch_factor=2, persistent_workers=True)"
+    assert best in text
+    line = next(row for row in text.splitlines() if row.endswith("<- make_loader"))
+    assert line.split()[:3] == ["3", "2", "True"]
+    assert "make_loader's default: DataLoader(num_workers=3, prefetch_factor=2, persistent_workers=True), " \
+           "405 images/s, 0.80x the best (it leaves the main process a core" in text
+
+
+def test_sweep_does_not_repeat_a_choice_already_in_the_grid(monkeypatch: pytest.MonkeyPatch,
+                                                            tree_and_dataset: tuple[Path, Path]) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(loader_module, "_cgroup_cpus", lambda: None)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.setattr(bench_module, "bench", _fake_bench([]))
+    results = list(sweep(tree_and_dataset[1], repeats=1))
+    assert len(results) == 8 and [s["make_loader"] for s, _ in results].count(True) == 1
+    assert results[0][0] == {"num_workers": 1, "prefetch_factor": 2, "persistent_workers": True,
+                             "make_loader": True}
+
+
+def test_sweep_on_one_cpu_tries_the_main_process(monkeypatch: pytest.MonkeyPatch,
+                                                 tree_and_dataset: tuple[Path, Path]) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(loader_module, "_cgroup_cpus", lambda: None)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(bench_module, "bench", _fake_bench(calls))
+    results = list(sweep(tree_and_dataset[1], repeats=1))
+    assert results[0][0] == {"num_workers": 0, "prefetch_factor": None, "persistent_workers": False,
+                             "make_loader": True}
+    assert calls[0]["workers"] == 0 and len(results) == 5
+    text = format_sweep(results)
+    assert "0.49x the best (on one CPU a worker only time-shares it" in text
+    assert format_sweep([]) == "no settings were measured"
+
+
+def test_cli_sweep_prints_the_winner_and_the_default(monkeypatch: pytest.MonkeyPatch, four_cpus: None,
+                                                     tree_and_dataset: tuple[Path, Path]) -> None:
+    monkeypatch.setattr(bench_module, "bench", _fake_bench([]))
+    dst = str(tree_and_dataset[1])
+    result = CliRunner().invoke(cli, ["bench", dst, "--sweep", "--repeats", "1", "--limit", "4"])
+    assert result.exit_code == 0, result.output
+    assert "best on this machine: DataLoader(num_workers=4" in result.stdout
+    assert "make_loader's default: DataLoader(num_workers=3" in result.stdout
+    doc = json.loads(CliRunner().invoke(cli, ["bench", dst, "--sweep", "--repeats", "1", "--json"]).stdout)
+    defaults = [entry["setting"] for entry in doc if entry["setting"]["make_loader"]]
+    assert defaults == [{"num_workers": 3, "prefetch_factor": 2, "persistent_workers": True,
+                         "make_loader": True}]

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+import torch
 from imagetools import jpeg_bytes, write_tree
 
 import packer
@@ -72,3 +75,116 @@ def test_slurm_convert_submits_an_array_and_a_dependent_merge(tmp_path: Path) ->
     assert len(manifest["shards"]) > 3
     assert [s["sha256"] for s in manifest["shards"]] == [
         s.sha256 for s in packer.open_dataset(local).manifest.shards]
+
+
+def _load_example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _clean_env(tmp_path: Path) -> dict[str, str]:
+    """This environment without torchrun's or Slurm's variables, with ``packer`` on PATH."""
+    drop = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    env = {k: v for k, v in os.environ.items()
+           if k not in drop and not k.startswith(("SLURM_", "TORCHELASTIC"))}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    packer_bin = bin_dir / "packer"
+    packer_bin.write_text(f"#!/bin/sh\nexec {sys.executable} -m packer \"$@\"\n")
+    packer_bin.chmod(0o755)
+    env["PATH"] = f"{bin_dir}:{Path(sys.executable).parent}:{env['PATH']}"
+    return env
+
+
+def test_train_classifier_arguments_and_models() -> None:
+    example = _load_example("train_classifier")
+    with pytest.raises(SystemExit) as exit_info:
+        example.parse_args([])
+    assert exit_info.value.code == 2  # DATA is required without --smoke
+    with pytest.raises(SystemExit):
+        example.parse_args(["data", "--resume"])  # --resume needs --checkpoint
+    args = example.parse_args(["train", "val", "--fast", "--sampler", "shard", "--workers", "3"])
+    assert (args.data, args.val, args.fast, args.sampler, args.workers) == ("train", "val", True, "shard", 3)
+    assert example.parse_args(["--smoke"]).workers is None  # make_loader chooses
+    for arch, size in [("tiny", 32), ("resnet10", 64), ("resnet18", 64)]:
+        model = example.ResNet(arch, 5).eval()
+        assert model(torch.zeros(2, 3, size, size)).shape == (2, 5)
+
+
+def test_checkpoints_are_written_atomically(tmp_path: Path) -> None:
+    example = _load_example("train_classifier")
+    path = tmp_path / "run" / "ckpt.pt"
+    example.save_checkpoint(str(path), {"epoch": 1, "weights": torch.ones(2)})
+    example.save_checkpoint(str(path), {"epoch": 2, "weights": torch.zeros(2)})
+    assert torch.load(path, weights_only=True)["epoch"] == 2
+    assert os.listdir(path.parent) == ["ckpt.pt"]  # no temporary file left behind
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [[], ["--fast", "--sampler", "shard"]])
+def test_train_classifier_smoke(tmp_path: Path, options: list[str]) -> None:
+    result = subprocess.run([sys.executable, str(EXAMPLES / "train_classifier.py"), "--smoke", *options],
+                            cwd=tmp_path, env=_clean_env(tmp_path), capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.rstrip().endswith("smoke OK")
+    assert "resumed from" in result.stdout and "at epoch 1" in result.stdout
+    assert ("fast path" if options else "PIL transforms") in result.stdout
+    assert ("sampler=shard" if options else "sampler=random") in result.stdout
+
+
+@pytest.mark.slow
+def test_train_classifier_smoke_under_torchrun_with_two_gloo_ranks(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(EXAMPLES / "train_classifier.py"), "--smoke"]
+    result = subprocess.run(command, cwd=tmp_path, env=_clean_env(tmp_path), capture_output=True, text=True,
+                            timeout=180, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 process(es) on cpu" in result.stdout and "sampler=distributed" in result.stdout
+    assert result.stdout.count("smoke OK") == 1  # rank 0 logs
+
+
+def test_convert_and_train_script_parses() -> None:
+    script = EXAMPLES / "convert_and_train.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    usage = subprocess.run(["bash", str(script), "only-one-argument"], capture_output=True, text=True,
+                           check=False)
+    assert usage.returncode == 2 and "convert_and_train.sh SRC DST" in usage.stderr
+
+
+@pytest.mark.slow
+def test_convert_and_train_end_to_end_and_again(tmp_path: Path) -> None:
+    spec = {f"{cls}/{i:02d}.jpg": jpeg_bytes(48, 40, i + 10 * n)
+            for n, cls in enumerate(("ant", "bee", "cat")) for i in range(8)}
+    spec["cat/broken.jpg"] = b"not a jpeg"
+    src = write_tree(tmp_path / "src", spec)
+    dst = tmp_path / "packed data"
+    env = {**_clean_env(tmp_path), "PYTHON": sys.executable, "LIMIT": "8", "BACKEND": "hdf5"}
+    command = ["bash", str(EXAMPLES / "convert_and_train.sh"), str(src), str(dst), "--arch", "tiny",
+               "--size", "32", "--batch-size", "8", "--epochs", "2", "--stop-after", "1", "--log-every", "0"]
+    first = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+                           check=False)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Packed 24 samples in 3 classes" in first.stdout and ": OK" in first.stdout
+    assert "packed / folder" in first.stdout and "epoch 0: loss" in first.stdout
+    assert packer.open_dataset(dst).manifest.backend == "hdf5"
+    assert (tmp_path / "packed data.pt").exists()
+    again = subprocess.run(command, cwd=tmp_path, env={**env, "BENCH": "0"}, capture_output=True, text=True,
+                           timeout=180, check=False)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "already complete" in again.stdout and "packed / folder" not in again.stdout
+    assert "at epoch 1" in again.stdout and "epoch 1: loss" in again.stdout
+
+
+@pytest.mark.slow
+def test_convert_and_train_without_arguments_runs_on_the_demo_tree(tmp_path: Path) -> None:
+    env = {**_clean_env(tmp_path), "PYTHON": sys.executable, "BENCH": "0", "TMPDIR": str(tmp_path)}
+    result = subprocess.run(["bash", str(EXAMPLES / "convert_and_train.sh")], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=240, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Packed 300 samples in 4 classes" in result.stdout and "skipped 3" in result.stdout
+    assert "epoch 1: loss" in result.stdout
+    assert not list(tmp_path.glob("packer-e2e-*"))  # the temporary work directory is gone

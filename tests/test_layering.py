@@ -53,7 +53,7 @@ def test_core_modules_do_not_import_torch_or_click(module: str) -> None:
     assert not top & {"torch", "click", "torchvision"}, imported
 
 
-@pytest.mark.parametrize("module", CORE + ["datasets", "folder", "bench", "samplers"])
+@pytest.mark.parametrize("module", CORE + ["datasets", "folder", "bench", "samplers", "loader"])
 def test_imports_point_down(module: str) -> None:
     own = LAYER[module.replace("/__init__", "").replace("/", ".")]
     for name in _imports(PACKAGE / f"{module}.py"):
