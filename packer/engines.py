@@ -20,12 +20,12 @@ Engines do not change the output: the tasks and their bytes are the same on all 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, Protocol, runtime_checkable
 
+from packer.cpus import available_cpus
 from packer.errors import ConversionError, ConversionInterrupted
 from packer.shardwork import SegmentResult, SegmentTask, ShardResult, ShardTask
 from packer.workers import OnResult, describe_error, run_shard_tasks, task_error
@@ -232,11 +232,8 @@ class ExecutorEngine:
 
 
 def default_workers() -> int:
-    """The CPUs this process may use (affinity and cgroup-pinned sets respected)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
+    """Conversion workers by default: every CPU this process may use (see packer.cpus)."""
+    return available_cpus()
 
 
 @contextmanager

@@ -21,7 +21,6 @@ in one line (details in :func:`make_loader`'s docstring):
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sized
 from dataclasses import asdict, dataclass
@@ -31,6 +30,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, Sampler
 
+from packer.cpus import available_cpus
 from packer.datasets import PackedImageDataset
 from packer.samplers import ShardAwareSampler
 
@@ -43,7 +43,6 @@ MAX_WORKERS: Final = 16
 DEFAULT_PREFETCH: Final = 2
 #: Sampler names :func:`make_loader` accepts (``None`` picks one).
 SAMPLERS: Final[tuple[str, ...]] = ("random", "sequential", "distributed", "shard")
-_CGROUP_CPU_MAX: Final = "/sys/fs/cgroup/cpu.max"
 _RESERVED: Final = frozenset({"shuffle", "batch_sampler", "generator"})
 
 
@@ -107,30 +106,6 @@ class SeededRandomSampler(RandomSampler):
         """Draw epoch ``epoch``'s order from ``seed + epoch``."""
         if self.generator is not None:
             self.generator.manual_seed(self.seed + epoch)
-
-
-def _cgroup_cpus() -> int | None:
-    """CPUs the cgroup v2 quota allows (containers: ``docker --cpus``, Kubernetes limits), if any."""
-    try:
-        with open(_CGROUP_CPU_MAX, encoding="ascii") as handle:
-            quota, period = handle.read().split()[:2]
-    except (OSError, ValueError):
-        return None
-    if quota == "max":
-        return None
-    try:
-        return max(1, math.ceil(int(quota) / int(period)))
-    except (ValueError, ZeroDivisionError):
-        return None
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on: its affinity mask (Slurm and taskset restrict it), capped by
-    a cgroup v2 CPU quota (which the mask does not show), else ``os.cpu_count()``."""
-    # No affinity API on macOS and Windows.
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    quota = _cgroup_cpus()
-    return max(1, min(cpus, quota) if quota is not None else cpus)
 
 
 def _local_world_size() -> int:

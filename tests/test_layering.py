@@ -19,7 +19,7 @@ CORE = ["errors", "durable", "sizes", "sourcefile", "imagefolder", "codecs", "pl
         "manifest", "sample_index", "destination", "shardset", "shardwork", "resume", "workers",
         "conversion", "scheduling", "dryrun", "verify", "verify_report", "imagecheck",
         "reencode", "engines", "merging", "jobplan", "arrayjob", "dask_engine", "selection", "sheet_draw",
-        "preview", "sheet_html", "export", "show", "backends/__init__",
+        "preview", "sheet_html", "export", "show", "cpus", "backends/__init__",
         "backends/base", "backends/lmdb", "backends/hdf5"]
 #: What may import what, by layer: a module may import its own layer or lower ones.
 LAYER = {
@@ -29,7 +29,7 @@ LAYER = {
     "destination": 3, "shardset": 3, "shardwork": 3, "resume": 3, "workers": 3,
     "conversion": 4, "scheduling": 4, "engines": 4, "merging": 4, "jobplan": 3, "arrayjob": 1,
     "dask_engine": 5, "samplers": 5, "selection": 1, "sheet_draw": 3, "preview": 4, "sheet_html": 4,
-    "export": 4, "show": 4, "loader": 5, "dryrun": 6, "verify": 4, "verify_report": 1,
+    "export": 4, "show": 4, "loader": 5, "cpus": 1, "dryrun": 6, "verify": 4, "verify_report": 1,
     "datasets": 4, "folder": 4, "transforms": 2, "bench": 5,
     "cli": 7, "report": 5, "demo": 5, "__main__": 8,
 }

@@ -15,7 +15,7 @@ from imagetools import digest_collate
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, SequentialSampler
 
 import packer
-from packer import loader as loader_module
+from packer import cpus as cpus_module
 from packer.loader import (
     MAX_WORKERS,
     LoaderSettings,
@@ -49,7 +49,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> Machine:
     def shape(cpus: int = 8, *, cuda: bool = False, local_world_size: int | None = None,
               world: tuple[int, int] | None = None, quota: int | None = None) -> None:
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
-        monkeypatch.setattr(loader_module, "_cgroup_cpus", lambda: quota)
+        monkeypatch.setattr(cpus_module, "_cgroup_cpus", lambda: quota)
         monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
         if local_world_size is None:
             monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
@@ -92,12 +92,12 @@ def test_a_cgroup_quota_caps_the_cpus(machine: Machine, monkeypatch: pytest.Monk
     assert available_cpus() == 3 and loader_settings().num_workers == 2
     monkeypatch.undo()  # the real parser on a fake cgroup file
     cpu_max = tmp_path / "cpu.max"
-    monkeypatch.setattr(loader_module, "_CGROUP_CPU_MAX", str(cpu_max))
-    assert loader_module._cgroup_cpus() is None  # no file: no quota
+    monkeypatch.setattr(cpus_module, "_CGROUP_CPU_MAX", str(cpu_max))
+    assert cpus_module._cgroup_cpus() is None  # no file: no quota
     for text, cpus in [("max 100000\n", None), ("250000 100000\n", 3), ("50000 100000\n", 1),
                        ("garbage\n", None)]:
         cpu_max.write_text(text)
-        assert loader_module._cgroup_cpus() == cpus, text
+        assert cpus_module._cgroup_cpus() == cpus, text
 
 
 def test_without_an_affinity_api_the_cpu_count_is_used(machine: Machine,
