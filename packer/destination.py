@@ -37,6 +37,11 @@ def _is_packer_output(dst: str) -> bool:
     """
     if os.path.exists(os.path.join(dst, IN_PROGRESS_NAME)):
         return True
+    # An array task between writing its marker aside and linking it into place (jobplan):
+    # another task starting at that instant must see a conversion, not a foreign directory.
+    claim = f".{IN_PROGRESS_NAME}."
+    if any(name.startswith(claim) and name.endswith(".tmp") for name in os.listdir(dst)):
+        return True
     try:
         with open(os.path.join(dst, MANIFEST_NAME), "rb") as handle:
             text = handle.read(_SNIFF_BYTES + 1)

@@ -228,3 +228,19 @@ def test_cli_array_flags_are_usage_errors_when_incomplete(src: Path, tmp_path: P
                                  "--task-id", "1", "--shard-size", SHARD_SIZE])
     assert result.exit_code == 0, result.output
     assert "Task 1 of 2" in result.output and "packer merge" in result.output
+
+
+def test_a_task_starting_while_another_claims_dst_joins_it(src: Path, local: Path, tmp_path: Path,
+                                                          backend: Backend) -> None:
+    """The instant between one task writing its marker aside and linking it into place."""
+    from packer.destination import destination_state
+
+    dst = tmp_path / "array"
+    dst.mkdir()
+    (dst / f".{IN_PROGRESS_NAME}.4242.0badc0de.tmp").write_text("{}")
+    assert destination_state(str(dst)) == "partial"
+    for task_id in range(2):
+        packer.convert_task(src, dst, task_id=task_id, num_tasks=2, to=backend.name, shard_size=SHARD_SIZE)
+    packer.merge(dst)
+    assert not list(dst.glob(".*.tmp"))  # merge clears what a killed claimant left
+    _same_dataset(dst, local)

@@ -16,7 +16,7 @@ from imagetools import jpeg_bytes, write_tree
 
 import packer
 from packer import bench as bench_module
-from packer import loader as loader_module
+from packer import cpus as cpus_module
 from packer.bench import PIPELINES, BenchReport, StandardTrainTransform, Timing, bench, sweep
 from packer.cli import cli
 from packer.report import format_bench, format_sweep
@@ -103,7 +103,7 @@ def _fake_bench(calls: list[dict[str, Any]]) -> Callable[..., BenchReport]:
 @pytest.fixture
 def four_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    monkeypatch.setattr(loader_module, "_cgroup_cpus", lambda: None)
+    monkeypatch.setattr(cpus_module, "_cgroup_cpus", lambda: None)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
 
 
@@ -131,7 +131,7 @@ def test_sweep_measures_make_loader_s_choice_first(monkeypatch: pytest.MonkeyPat
 def test_sweep_does_not_repeat_a_choice_already_in_the_grid(monkeypatch: pytest.MonkeyPatch,
                                                             tree_and_dataset: tuple[Path, Path]) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(loader_module, "_cgroup_cpus", lambda: None)
+    monkeypatch.setattr(cpus_module, "_cgroup_cpus", lambda: None)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     monkeypatch.setattr(bench_module, "bench", _fake_bench([]))
     results = list(sweep(tree_and_dataset[1], repeats=1))
@@ -143,7 +143,7 @@ def test_sweep_does_not_repeat_a_choice_already_in_the_grid(monkeypatch: pytest.
 def test_sweep_on_one_cpu_tries_the_main_process(monkeypatch: pytest.MonkeyPatch,
                                                  tree_and_dataset: tuple[Path, Path]) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    monkeypatch.setattr(loader_module, "_cgroup_cpus", lambda: None)
+    monkeypatch.setattr(cpus_module, "_cgroup_cpus", lambda: None)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(bench_module, "bench", _fake_bench(calls))
