@@ -64,6 +64,8 @@ def cli(verbose: int) -> None:
     """Pack an ImageFolder tree into LMDB or HDF5 shards and read it fast in PyTorch."""
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # libraries that set their own loggers' levels
+        handler.setLevel(level)                   # (Dask logs at INFO) obey -v too
 
 
 @cli.command()

@@ -20,6 +20,7 @@ its shard; unlike the local engine, a decoder crash is not pinned on one file.
 
 from __future__ import annotations
 
+import logging
 import queue
 import uuid
 from collections.abc import Callable, Iterator
@@ -125,7 +126,8 @@ def dask_engine(scheduler: str | None = None, *, workers: int | None = None, clu
     if scheduler is None and cluster is None:
         owned = cluster = distributed.LocalCluster(n_workers=workers or default_workers(),
                                                    threads_per_worker=1, processes=True,
-                                                   dashboard_address=None)
+                                                   dashboard_address=None,
+                                                   silence_logs=logging.WARNING)
     client = distributed.Client(scheduler if scheduler is not None else cluster)
     channel = DaskProgress()
     try:
