@@ -22,19 +22,21 @@ from __future__ import annotations
 
 import logging
 import queue
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
 from packer.engines import ExecutorEngine, default_workers
-from packer.errors import MissingExtraError
+from packer.errors import ConversionError, MissingExtraError
 
 __all__ = ["JOBQUEUE_KINDS", "DaskProgress", "dask_engine", "job_script", "jobqueue_cluster",
            "jobqueue_engine"]
 
-#: Batch systems :func:`jobqueue_engine` can start workers on.
+#: Batch systems :func:`jobqueue_engine` can start workers on, and the command each submits with.
 JOBQUEUE_KINDS: Final = ("slurm", "pbs")
+_SUBMIT: Final = {"slurm": "sbatch", "pbs": "qsub"}
 
 _INSTALL = "pip install 'packer[dask]'"
 
@@ -128,7 +130,14 @@ def dask_engine(scheduler: str | None = None, *, workers: int | None = None, clu
                                                    threads_per_worker=1, processes=True,
                                                    dashboard_address=None,
                                                    silence_logs=logging.WARNING)
-    client = distributed.Client(scheduler if scheduler is not None else cluster)
+    try:
+        client = distributed.Client(scheduler if scheduler is not None else cluster)
+    except (OSError, TimeoutError) as err:
+        if owned is not None:
+            owned.close()
+        raise ConversionError(f"Cannot reach the Dask scheduler at {scheduler or cluster!r}: {err}. Check "
+                              "the address (tcp://HOST:8786) and that the scheduler is running; "
+                              "nothing was written.") from err
     channel = DaskProgress()
     try:
         channel.attach(client)
@@ -189,6 +198,11 @@ def jobqueue_engine(kind: str, *, jobs: int, **options: Any) -> Iterator[Executo
     the jobs end with the block."""
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, not {jobs}")
+    submit = _SUBMIT[kind]
+    if shutil.which(submit) is None:  # else the jobs never start and the run waits for ever
+        raise ConversionError(f"--engine {kind} submits jobs with `{submit}`, which is not on PATH "
+                              f"here: run packer on a {kind.upper()} login node, or use array tasks "
+                              "(--num-tasks/--task-id) or --engine dask instead; nothing was written.")
     cluster = jobqueue_cluster(kind, **options)
     try:
         cluster.scale(jobs=jobs)

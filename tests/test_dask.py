@@ -6,6 +6,7 @@ Slurm/PBS job scripts rendered without a batch system. Needs the ``dask`` extra;
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,18 @@ def test_array_tasks_on_dask_then_merge_equal_a_local_run(tmp_path: Path, cluste
     assert dataset_snapshot(tmp_path / "array") == dataset_snapshot(tmp_path / "local")
 
 
+def test_an_unreachable_scheduler_is_one_clear_error(tmp_path: Path) -> None:
+    import dask
+
+    src = mixed_tree(tmp_path / "src", count=3)
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        out = CliRunner().invoke(cli, ["convert", str(src), str(tmp_path / "d"), "--to", "lmdb",
+                                       "--engine", "dask", "--scheduler", "tcp://127.0.0.1:9"])
+    assert out.exit_code == 1, out.output
+    assert "Cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'" in out.output
+    assert not (tmp_path / "d").exists()
+
+
 @pytest.mark.parametrize(("kind", "lines"), [
     ("slurm", ["#SBATCH -J packer-convert", "#SBATCH -p gpu-short", "#SBATCH -A proj42",
                "#SBATCH -t 02:30:00", "#SBATCH --cpus-per-task=8", "#SBATCH --exclusive"]),
@@ -150,6 +163,10 @@ def test_cli_prints_the_job_script_and_checks_engine_flags(tmp_path: Path) -> No
     out = runner.invoke(cli, ["convert", str(src), str(tmp_path / "d"), "--to", "lmdb", "--engine", "slurm",
                               "--partition", "cpu"])
     assert out.exit_code == 2 and "needs --jobs and --walltime" in out.output
+    if shutil.which("sbatch") is None:  # not a Slurm login node: say so, rather than wait for ever
+        out = runner.invoke(cli, ["convert", str(src), str(tmp_path / "d"), "--to", "lmdb",
+                                  "--engine", "slurm", "--jobs", "1", "--walltime", "1:00:00"])
+        assert out.exit_code == 1 and "`sbatch`, which is not on PATH" in out.output
     out = runner.invoke(cli, ["convert", str(src), str(tmp_path / "d"), "--to", "lmdb", "--jobs", "3"])
     assert out.exit_code == 2 and "only apply to --engine slurm or pbs" in out.output
     assert not (tmp_path / "d").exists()
