@@ -23,7 +23,7 @@ import itertools
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
@@ -39,7 +39,7 @@ from packer.loader import DEFAULT_PREFETCH, available_cpus, loader_settings
 from packer.transforms import IMAGENET_MEAN, IMAGENET_STD, Normalize, RandomResizedCropFlip
 from packer.transforms import random_resized_crop_params as crop_params
 
-__all__ = ["PIPELINES", "BatchNormalizer", "BenchReport", "Timing", "bench", "sweep"]
+__all__ = ["PIPELINES", "BatchNormalizer", "BenchReport", "Timing", "bench", "consume", "sweep"]
 
 PIPELINES: Final[tuple[str, ...]] = ("bytes", "train", "fast")
 
@@ -191,14 +191,20 @@ class _Side:
 
     def epoch(self) -> float:
         started = time.perf_counter()
-        if self._normalizer is None:
-            for _ in self._loader:
-                pass
-        else:
-            with self._normalizer.threads():
-                for batch in self._loader:
-                    self._normalizer(batch[0])
+        consume(self._loader, self._normalizer)
         return time.perf_counter() - started
+
+
+def consume(loader: Iterable[Any], normalizer: BatchNormalizer | None = None) -> None:
+    """Read one epoch of ``loader`` as a training loop would, normalising each batch's images
+    (its first item) in this process when the fast path asks for it."""
+    if normalizer is None:
+        for _ in loader:
+            pass
+        return
+    with normalizer.threads():
+        for batch in loader:
+            normalizer(batch[0])
 
 
 def _megabytes(dataset: PackedImageDataset) -> float:

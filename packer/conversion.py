@@ -26,10 +26,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from packer.backends import get_backend
-from packer.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, Codec, OriginalCodec, get_codec
+from packer.codecs import DEFAULT_MAX_PIXELS
+from packer.cpus import available_cpus
 from packer.destination import (
-    check_destination,
     clear_destination,
     discard_staging,
     finish_destination,
@@ -37,21 +36,17 @@ from packer.destination import (
     start_destination,
     task_staging,
 )
-from packer.engines import Engine, LocalEngine, default_workers
+from packer.engines import Engine, LocalEngine
 from packer.errors import OutputError
-from packer.imagecheck import image_dimensions
-from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, scan_imagefolder
-from packer.jobplan import JobPlan, claim_destination, shards_of_task
-from packer.manifest import Manifest, ScanInfo
-from packer.merging import build_manifest, finished_shards
-from packer.planning import plan_shards
-from packer.resume import check_resumable, keep_finished_shards, plan_fingerprint, shard_fingerprint
+from packer.jobplan import Job, claim_destination, plan_job, planned_item_sizes, shard_name, shards_of_task
+from packer.manifest import Manifest
+from packer.merging import build_manifest, unwritten_shards
+from packer.resume import check_resumable, keep_finished_shards
 from packer.scheduling import Collector, make_tasks
 from packer.shardwork import ShardResult, ShardTask
-from packer.sizes import parse_size
 
 __all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "TaskResult", "convert", "convert_task",
-           "default_workers", "planned_item_sizes", "shard_name"]
+           "planned_item_sizes", "shard_name"]
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +69,6 @@ class ConversionResult:
     def images_per_second(self) -> float:
         """Samples packed per second of wall time."""
         return self.manifest.num_samples / self.seconds if self.seconds > 0 else 0.0
-
-
-def shard_name(index: int, suffix: str) -> str:
-    """File name of shard ``index``: ``shard-00000.lmdb``."""
-    return f"shard-{index:05d}{suffix}"
 
 
 class _ThreadlessTqdm(tqdm):  # type: ignore[misc]
@@ -112,55 +102,6 @@ class _Bar:
         self._bar.close()
 
 
-@dataclass(frozen=True)
-class _Job:
-    """A checked, scanned and planned conversion, before anything is written."""
-
-    src: str
-    dst: str
-    state: str
-    index: FolderIndex
-    plan: JobPlan
-    tasks: tuple[ShardTask, ...]  # one per planned shard; staging set when run
-
-
-def _prepare(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, to: str,
-             shard_size: int | str, codec: str, codec_options: Mapping[str, Any] | None, check: str,
-             max_pixels: int, strict: bool, overwrite: bool, resume: bool, include_hidden: bool,
-             allow_empty: bool, is_valid_file: Callable[[str], bool] | None,
-             num_tasks: int | None) -> _Job:
-    """Validate the options, check DST (touching nothing), scan SRC and plan the shards."""
-    backend = get_backend(to)
-    chosen_codec = get_codec(codec, codec_options)
-    if check not in CHECK_LEVELS:
-        raise ValueError(f"check must be one of {', '.join(CHECK_LEVELS)}, not {check!r}")
-    if max_pixels <= 0:
-        raise ValueError(f"max_pixels must be positive, not {max_pixels}")
-    planned_size = parse_size(shard_size)
-    src_path, dst_path = os.path.abspath(os.fspath(src)), os.path.abspath(os.fspath(dst))
-    state = check_destination(dst_path, src_path, overwrite=overwrite, resume=resume)
-    index = scan_imagefolder(src_path, is_valid_file=is_valid_file, allow_empty=allow_empty,
-                             include_hidden=include_hidden)
-    options: dict[str, Any] = {
-        "backend": backend.name, "codec": chosen_codec.name, "codec_params": chosen_codec.params(),
-        "check": check, "max_pixels": max_pixels, "shard_size": planned_size,
-        "include_hidden": include_hidden, "allow_empty": allow_empty,
-        "filter": "is_valid_file" if is_valid_file is not None else "extensions",
-    }
-    fingerprint = plan_fingerprint(src_path, options, index)
-    plans = plan_shards(planned_item_sizes(index, chosen_codec), planned_size)
-    names = tuple(shard_name(plan.index, backend.suffix) for plan in plans)
-    items = [tuple((it.relpath, it.label, it.size) for it in index.items[p.start:p.stop]) for p in plans]
-    fingerprints = tuple(shard_fingerprint(p.index, options, items[p.index]) for p in plans)
-    plan = JobPlan(src_path, options, fingerprint, len(index.items), tuple(index.classes),
-                   _scan_info(index, is_valid_file), names, fingerprints, num_tasks)
-    tasks = tuple(ShardTask(p.index, names[p.index], src_path, dst_path, "", backend.name,
-                            chosen_codec.name, check, max_pixels, strict, p.planned_bytes,
-                            items[p.index], fingerprints[p.index], chosen_codec.params())
-                  for p in plans)
-    return _Job(src_path, dst_path, state, index, plan, tasks)
-
-
 def _choose_engine(engine: Engine | None, workers: int | None) -> Engine:
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
@@ -168,10 +109,10 @@ def _choose_engine(engine: Engine | None, workers: int | None) -> Engine:
         if workers is not None:
             raise ValueError("give workers or an engine, not both (an engine has its own workers)")
         return engine
-    return LocalEngine(workers or default_workers())
+    return LocalEngine(workers or available_cpus())
 
 
-def _run(job: _Job, todo: list[ShardTask], kept: dict[int, ShardResult], staging: str, engine: Engine,
+def _run(job: Job, todo: list[ShardTask], kept: dict[int, ShardResult], staging: str, engine: Engine,
          *, progress: bool) -> dict[int, ShardResult]:
     """Write the ``todo`` shards on ``engine``; all finished shards by number."""
     shard_tasks = [replace(task, staging=staging) for task in todo]
@@ -260,7 +201,7 @@ def convert(
     """
     started = time.perf_counter()
     chosen = _choose_engine(engine, workers)
-    job = _prepare(src, dst, to=to, shard_size=shard_size, codec=codec, codec_options=codec_options,
+    job = plan_job(src, dst, to=to, shard_size=shard_size, codec=codec, codec_options=codec_options,
                    check=check, max_pixels=max_pixels, strict=strict, overwrite=overwrite,
                    resume=resume, include_hidden=include_hidden, allow_empty=allow_empty,
                    is_valid_file=is_valid_file, num_tasks=None)
@@ -352,7 +293,7 @@ def convert_task(
     chosen = _choose_engine(engine, workers)
     if num_tasks < 1 or not 0 <= task_id < num_tasks:
         raise ValueError(f"task id must be from 0 to {num_tasks - 1} for {num_tasks} tasks, not {task_id}")
-    job = _prepare(src, dst, to=to, shard_size=shard_size, codec=codec, codec_options=codec_options,
+    job = plan_job(src, dst, to=to, shard_size=shard_size, codec=codec, codec_options=codec_options,
                    check=check, max_pixels=max_pixels, strict=strict, overwrite=False, resume=True,
                    include_hidden=include_hidden, allow_empty=allow_empty, is_valid_file=is_valid_file,
                    num_tasks=num_tasks)
@@ -373,22 +314,13 @@ def convert_task(
     todo = [job.tasks[i] for i in mine if i not in kept]
     results = _run(job, todo, kept, staging, chosen, progress=progress)
     shutil.rmtree(staging, ignore_errors=True)
-    _, missing = finished_shards(job.dst, plan)
+    missing = unwritten_shards(job.dst, plan)  # for the summary; merge checks them properly
     written = {i: r for i, r in results.items() if i not in kept}
     return TaskResult(job.dst, task_id, num_tasks, names, len(written), len(kept),
                       sum(len(r.relpaths) for r in results.values()),
                       sum(len(r.skipped) for r in results.values()), time.perf_counter() - started,
                       sum(r.bytes_in for r in written.values()),
                       tuple(plan.shard_names[i] for i in missing))
-
-
-def planned_item_sizes(index: FolderIndex, codec: Codec) -> list[int]:
-    """What each source file will take in a shard, for planning: its size for ``original``;
-    for codecs that decode, an estimate from the image's header (read, not decoded)."""
-    if isinstance(codec, OriginalCodec):
-        return [item.size for item in index.items]
-    return [codec.planned_bytes(image_dimensions(index.path_of(item)), max(item.size, 0))
-            for item in index.items]
 
 
 def _already_complete(dst: str, fingerprint: str, found: int, started: float) -> ConversionResult:
@@ -398,18 +330,3 @@ def _already_complete(dst: str, fingerprint: str, found: int, started: float) ->
                           "nothing to resume. Choose a new directory, or --overwrite it.")
     return ConversionResult(dst, manifest, found, time.perf_counter() - started, 0,
                             resumed_shards=len(manifest.shards), already_complete=True)
-
-
-def _scan_info(index: FolderIndex, is_valid_file: Callable[[str], bool] | None) -> ScanInfo:
-    report = index.report
-    return ScanInfo(
-        filter="is_valid_file" if is_valid_file is not None else "extensions",
-        extensions=IMG_EXTENSIONS if is_valid_file is None else (),
-        include_hidden=index.include_hidden,
-        symlink_loops="walked_once",
-        ignored_hidden=report.ignored_hidden,
-        cut_symlink_loops=report.cut_symlink_loops,
-        unreadable_dirs=report.unreadable_dirs,
-        other_files=report.other_files,
-        root_files=report.root_files,
-    )

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
-from packer.engines import ExecutorEngine, default_workers
+from packer.cpus import available_cpus
+from packer.engines import ExecutorEngine
 from packer.errors import ConversionError, MissingExtraError
 
 __all__ = ["JOBQUEUE_KINDS", "DaskProgress", "dask_engine", "job_script", "jobqueue_cluster",
@@ -126,7 +127,7 @@ def dask_engine(scheduler: str | None = None, *, workers: int | None = None, clu
     if scheduler is not None and cluster is not None:
         raise ValueError("give a scheduler address or a cluster, not both")
     if scheduler is None and cluster is None:
-        owned = cluster = distributed.LocalCluster(n_workers=workers or default_workers(),
+        owned = cluster = distributed.LocalCluster(n_workers=workers or available_cpus(),
                                                    threads_per_worker=1, processes=True,
                                                    dashboard_address=None,
                                                    silence_logs=logging.WARNING)

@@ -22,8 +22,9 @@ from typing import Any
 
 from packer.backends import get_backend
 from packer.codecs import get_codec
-from packer.conversion import DEFAULT_SHARD_SIZE, planned_item_sizes, shard_name
+from packer.conversion import DEFAULT_SHARD_SIZE
 from packer.imagefolder import ScanReport, scan_imagefolder
+from packer.jobplan import planned_item_sizes, shard_name
 from packer.planning import plan_shards
 from packer.report import append_listing
 from packer.sizes import format_size, parse_size

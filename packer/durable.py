@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import os
 
-__all__ = ["atomic_write_bytes", "fsync_dir", "fsync_file", "is_temporary_name", "sha256_file"]
+from packer.errors import OutputError
+
+__all__ = ["atomic_write_bytes", "fsync_dir", "fsync_file", "is_temporary_name", "sha256_file",
+           "write_named_file"]
 
 _CHUNK = 4 << 20
 
@@ -62,3 +65,14 @@ def sha256_file(path: str) -> str:
         while block := handle.read(_CHUNK):
             digest.update(block)
     return digest.hexdigest()
+
+
+def write_named_file(path: str | os.PathLike[str], data: bytes, what: str) -> None:
+    """:func:`atomic_write_bytes` to a path the user named (``-o``); a failure is an
+    :class:`OutputError` that names ``what`` and the path."""
+    target = os.fspath(path)
+    try:
+        atomic_write_bytes(target, data)
+    except OSError as err:
+        raise OutputError(f"Cannot write {what} to {target!r}: {err.strerror or err}; choose "
+                          "another -o path.") from err

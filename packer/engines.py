@@ -30,7 +30,7 @@ from packer.errors import ConversionError, ConversionInterrupted
 from packer.shardwork import SegmentResult, SegmentTask, ShardResult, ShardTask
 from packer.workers import OnResult, describe_error, run_shard_tasks, task_error
 
-__all__ = ["ENGINES", "Engine", "ExecutorEngine", "LocalEngine", "ProgressChannel", "default_workers",
+__all__ = ["ENGINES", "Engine", "ExecutorEngine", "LocalEngine", "ProgressChannel",
            "execute_task", "open_engine", "task_key"]
 
 #: Engine names for :func:`open_engine` (and ``packer convert --engine``).
@@ -231,11 +231,6 @@ class ExecutorEngine:
             future.cancel()
 
 
-def default_workers() -> int:
-    """Conversion workers by default: every CPU this process may use (see packer.cpus)."""
-    return available_cpus()
-
-
 @contextmanager
 def open_engine(name: str = "local", *, workers: int | None = None, scheduler: str | None = None,
                 jobs: int | None = None, queue: str | None = None, walltime: str | None = None,
@@ -262,7 +257,7 @@ def open_engine(name: str = "local", *, workers: int | None = None, scheduler: s
             raise ValueError(f"{', '.join(wrong)} only apply to "
                              f"{'--engine dask' if wrong == ['--scheduler'] else '--engine slurm or pbs'}")
     if name == "local":
-        yield LocalEngine(workers or default_workers())
+        yield LocalEngine(workers or available_cpus())
         return
     from packer import dask_engine  # the optional extra, imported only when asked for
 

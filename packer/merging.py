@@ -21,7 +21,6 @@ from datetime import datetime, timezone
 from importlib import metadata
 
 from packer.destination import (
-    RECEIPTS_DIR,
     destination_state,
     finish_destination,
     read_marker,
@@ -32,9 +31,9 @@ from packer.errors import MissingShardsError, NotADatasetError, OutputError
 from packer.jobplan import JobPlan
 from packer.manifest import Manifest, ShardEntry
 from packer.sample_index import write_sample_index
-from packer.shardwork import ShardResult, load_receipt
+from packer.shardwork import ShardResult, load_receipt, receipt_path
 
-__all__ = ["MergeResult", "build_manifest", "finished_shards", "merge"]
+__all__ = ["MergeResult", "build_manifest", "finished_shards", "merge", "unwritten_shards"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +93,13 @@ def finished_shards(dst: str, plan: JobPlan) -> tuple[dict[int, ShardResult], li
         else:
             missing.append(number)
     return found, missing
+
+
+def unwritten_shards(dst: str, plan: JobPlan) -> list[int]:
+    """Numbers of the planned shards whose file or receipt is not in DST yet: a cheap look
+    (no receipt is read; :func:`finished_shards` reads and checks them all)."""
+    return [number for number, name in enumerate(plan.shard_names)
+            if not (os.path.exists(receipt_path(dst, name)) and os.path.exists(os.path.join(dst, name)))]
 
 
 def _describe(plan: JobPlan, numbers: list[int], limit: int = 10) -> str:
@@ -172,7 +178,7 @@ def merge(dst: str | os.PathLike[str], *, verify: bool = True,
 
 def _forget(dst: str, name: str) -> None:
     """Remove a damaged shard and its receipt, so that its task writes it again."""
-    for victim in (os.path.join(dst, RECEIPTS_DIR, name + ".json"), os.path.join(dst, name)):
+    for victim in (receipt_path(dst, name), os.path.join(dst, name)):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(victim)
 

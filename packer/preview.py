@@ -26,8 +26,7 @@ from typing import Final
 from PIL import Image
 
 from packer.codecs import get_codec
-from packer.durable import atomic_write_bytes
-from packer.errors import OutputError
+from packer.durable import write_named_file
 from packer.manifest import Manifest
 from packer.sample_index import SampleIndex
 from packer.selection import class_members, pick_samples, select_classes
@@ -160,12 +159,7 @@ def write_contact_sheet(
     sheet = make_contact_sheet(dst, per_class=per_class, classes=classes, seed=seed, thumb=thumb)
     # Names that are not valid UTF-8 (kept with surrogateescape) show as "?" in the page.
     data = sheet.html().encode("utf-8", "replace") if html else sheet.png_bytes()
-    path = os.fspath(out)
-    try:
-        atomic_write_bytes(path, data)
-    except OSError as err:
-        raise OutputError(f"Cannot write the contact sheet to {path!r}: {err.strerror or err}; "
-                          "choose another -o path.") from err
+    write_named_file(out, data, "the contact sheet")
     return sheet
 
 

@@ -25,7 +25,7 @@ from packer.manifest import ShardEntry, SkippedFile
 from packer.sourcefile import UnpackableFile, read_source
 
 __all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardResult", "ShardTask",
-           "load_receipt", "write_segment", "write_shard"]
+           "load_receipt", "receipt_path", "write_segment", "write_shard"]
 
 
 #: ``notify(event, relpath)``: ``"file"`` before a file is read (so a crash can be pinned on
@@ -83,14 +83,15 @@ class ShardResult:
         return json.dumps(asdict(self), sort_keys=True) + "\n"
 
 
-def _receipt_path(dst: str, name: str) -> str:
+def receipt_path(dst: str, name: str) -> str:
+    """Where shard ``name`` of ``dst`` leaves its receipt once finished."""
     return os.path.join(dst, RECEIPTS_DIR, name + ".json")
 
 
 def load_receipt(dst: str, name: str) -> ShardResult | None:
     """The receipt of a finished shard, or None when it is missing, damaged or not finished."""
     try:
-        with open(_receipt_path(dst, name), encoding="utf-8", errors="surrogateescape") as handle:
+        with open(receipt_path(dst, name), encoding="utf-8", errors="surrogateescape") as handle:
             data = json.load(handle)
         result = ShardResult(
             entry=ShardEntry(**data["entry"]),
@@ -190,7 +191,7 @@ def _publish(task: ShardTask, tmp_path: str, packed: _Packed) -> ShardResult:
                          packed.bytes_in, task.fingerprint)
     os.makedirs(os.path.join(task.dst, RECEIPTS_DIR), exist_ok=True)
     receipt = result.to_json().encode("utf-8", "surrogateescape")
-    atomic_write_bytes(_receipt_path(task.dst, task.name), receipt)
+    atomic_write_bytes(receipt_path(task.dst, task.name), receipt)
     return result
 
 

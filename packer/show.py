@@ -18,8 +18,8 @@ from typing import Any
 from PIL import Image
 
 from packer.codecs import get_codec
-from packer.durable import atomic_write_bytes
-from packer.errors import OutputError, ShardError
+from packer.durable import write_named_file
+from packer.errors import ShardError
 from packer.imagecheck import pixel_limit_lifted
 from packer.reencode import pixels_array
 from packer.sample_index import SampleIndex
@@ -129,12 +129,7 @@ def save_sample(dst: str | os.PathLike[str], index: int, out: str | os.PathLike[
         The same as :func:`sample_info`.
     """
     info, payload = _load(dst, index)
-    path = os.fspath(out)
-    try:
-        atomic_write_bytes(path, payload)
-    except OSError as err:
-        raise OutputError(f"Cannot write the sample to {path!r}: {err.strerror or err}; choose "
-                          "another -o path.") from err
+    write_named_file(out, payload, "the sample")
     return info
 
 

@@ -57,7 +57,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Subset
 
 import packer
-from packer.bench import BatchNormalizer, StandardTrainTransform, _count_bytes
+from packer.bench import BatchNormalizer, StandardTrainTransform, _count_bytes, consume
 from packer.folder import ImageFolderDataset
 from packer.transforms import RandomResizedCropFlip
 
@@ -179,13 +179,7 @@ class Side:
         if fresh or self.loader is None:
             self.loader = self.make_loader(args, persistent=not fresh)
         started = time.perf_counter()
-        if self.normalize is None:
-            for _ in self.loader:
-                pass
-        else:
-            with self.normalize.threads():
-                for batch in self.loader:
-                    self.normalize(batch[0])
+        consume(self.loader, self.normalize)
         elapsed = time.perf_counter() - started
         if fresh:
             self.loader = None

@@ -31,7 +31,7 @@ LAYER = {
     "dask_engine": 5, "samplers": 5, "selection": 1, "sheet_draw": 3, "preview": 4, "sheet_html": 4,
     "export": 4, "show": 4, "loader": 5, "cpus": 1, "dryrun": 6, "verify": 4, "verify_report": 1,
     "datasets": 4, "folder": 4, "transforms": 2, "bench": 5,
-    "cli": 7, "report": 5, "demo": 5, "__main__": 8,
+    "cli": 7, "cli_samples": 7, "crop_resize": 2, "report": 5, "demo": 5, "__main__": 8,
 }
 
 
