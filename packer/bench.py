@@ -39,7 +39,8 @@ from packer.loader import DEFAULT_PREFETCH, available_cpus, loader_settings
 from packer.transforms import IMAGENET_MEAN, IMAGENET_STD, Normalize, RandomResizedCropFlip
 from packer.transforms import random_resized_crop_params as crop_params
 
-__all__ = ["PIPELINES", "BatchNormalizer", "BenchReport", "Timing", "bench", "consume", "sweep"]
+__all__ = ["PIPELINES", "BatchNormalizer", "BenchReport", "Timing", "bench", "consume", "drop_page_cache",
+           "sweep"]
 
 PIPELINES: Final[tuple[str, ...]] = ("bytes", "train", "fast")
 
@@ -97,6 +98,7 @@ class BenchReport:
     batch_size: int
     packed: Timing
     folder: Timing | None
+    cold: bool = False
 
     @property
     def ratio(self) -> float | None:
@@ -106,6 +108,7 @@ class BenchReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready report."""
         return {"pipeline": self.pipeline, "workers": self.workers, "batch_size": self.batch_size,
+                "cold": self.cold,
                 "packed": self.packed.to_dict(),
                 "folder": None if self.folder is None else self.folder.to_dict(), "ratio": self.ratio}
 
@@ -176,20 +179,48 @@ class BatchNormalizer:
             torch.set_num_threads(before)
 
 
+def drop_page_cache(paths: Iterable[str]) -> None:
+    """Ask the kernel to forget the cached pages of ``paths`` (``POSIX_FADV_DONTNEED``), so the
+    next read comes from the disk: a cold cache without root. Pages some process still maps
+    or has dirty stay; where ``posix_fadvise`` is missing (macOS) nothing happens."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 class _Side:
-    """A dataset, its persistent loader, and the per-batch work done in the main process."""
+    """A dataset, its loader, and the per-batch work done in the main process.
+
+    Warm: the loader's workers persist and the page cache keeps the files. Cold: before each
+    epoch ``files`` leave the page cache and a fresh loader starts (no worker keeps a shard
+    mapped), as a new training job on a cold machine would.
+    """
 
     def __init__(self, name: str, dataset: Dataset[Any], *, workers: int, batch_size: int,
                  prefetch_factor: int, persistent: bool, collate: Callable[[Any], Any] | None,
-                 normalize: bool, megabytes: float) -> None:
+                 normalize: bool, megabytes: float, cold_files: list[str] | None = None) -> None:
         self.timing = Timing(name, len(dataset), megabytes)  # type: ignore[arg-type]
         self._normalizer = BatchNormalizer(workers) if normalize else None
-        self._loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
-                                  prefetch_factor=prefetch_factor if workers else None,
-                                  persistent_workers=persistent and workers > 0,
-                                  collate_fn=collate)
+        self._cold_files = cold_files
+
+        def loader() -> DataLoader[Any]:
+            return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
+                              prefetch_factor=prefetch_factor if workers else None,
+                              persistent_workers=persistent and workers > 0 and cold_files is None,
+                              collate_fn=collate)
+
+        self._make_loader = loader
+        self._loader = loader()
 
     def epoch(self) -> float:
+        if self._cold_files is not None:
+            drop_page_cache(self._cold_files)
+            self._loader = self._make_loader()
         started = time.perf_counter()
         consume(self._loader, self._normalizer)
         return time.perf_counter() - started
@@ -211,13 +242,21 @@ def _megabytes(dataset: PackedImageDataset) -> float:
     return sum(s.num_bytes for s in dataset.manifest.shards) / 1e6
 
 
+def _dataset_files(dataset: PackedImageDataset) -> list[str]:
+    manifest = dataset.manifest
+    entries = [*manifest.shards, *manifest.sample_index.values()]
+    return [os.path.join(dataset.root, entry.path) for entry in entries]
+
+
 def bench(dst: str | os.PathLike[str], *, against: str | os.PathLike[str] | None = None,
           pipeline: str = "train", workers: int = 2, batch_size: int = 64, repeats: int = 3,
           prefetch_factor: int = 2, persistent_workers: bool = True,
-          limit: int | None = None) -> BenchReport:
+          limit: int | None = None, cold: bool = False) -> BenchReport:
     """Time ``repeats`` epochs of the packed dataset (and of ``against``, alternating).
 
     ``limit`` reads a fixed random subset of that many samples (the same on both sides).
+    ``cold`` drops each side's files from the page cache before each of its epochs and starts
+    fresh workers (see :func:`drop_page_cache`): what the first epoch of a new job sees.
 
     Raises:
         ValueError: unknown ``pipeline`` or non-positive counts.
@@ -233,20 +272,23 @@ def bench(dst: str | os.PathLike[str], *, against: str | os.PathLike[str] | None
     sides = [_Side("packed", _subset(packed, limit), workers=workers, batch_size=batch_size,
                    prefetch_factor=prefetch_factor, persistent=persistent_workers,
                    collate=collate, normalize=pipeline == "fast",
-                   megabytes=_megabytes(reference) * fraction)]
+                   megabytes=_megabytes(reference) * fraction,
+                   cold_files=_dataset_files(reference) if cold else None)]
     if against is not None:
         folder = _folder_side(os.fspath(against), pipeline, reference)
         source_mb = sum(os.path.getsize(path) for path, _ in folder.samples) / 1e6
         sides.append(_Side("folder", _subset(folder, limit), workers=workers, batch_size=batch_size,
                            prefetch_factor=prefetch_factor, persistent=persistent_workers,
-                           collate=collate, normalize=False, megabytes=source_mb * fraction))
-    for side in sides:
-        side.epoch()  # start the workers, warm the page cache
+                           collate=collate, normalize=False, megabytes=source_mb * fraction,
+                           cold_files=[path for path, _ in folder.samples] if cold else None))
+    if not cold:
+        for side in sides:
+            side.epoch()  # start the workers, warm the page cache
     for _ in range(repeats):
         for side in sides:
             side.timing.seconds.append(side.epoch())
     return BenchReport(pipeline, workers, batch_size, sides[0].timing,
-                       sides[1].timing if len(sides) > 1 else None)
+                       sides[1].timing if len(sides) > 1 else None, cold)
 
 
 def sweep(dst: str | os.PathLike[str], *, pipeline: str = "train", batch_size: int = 64,

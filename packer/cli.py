@@ -264,14 +264,31 @@ def verify(dst: str, deep: bool, src: str | None, as_json: bool, quiet: bool) ->
 @click.option("--sweep", "do_sweep", is_flag=True,
               help="Try num_workers x prefetch_factor x persistent_workers; print the best and "
                    "how make_loader's default compares.")
+@click.option("--cold", is_flag=True,
+              help="Drop the files from the page cache before every epoch (fresh workers each "
+                   "time): what a new job on a cold machine sees.")
+@click.option("--profile", "do_profile", is_flag=True,
+              help="Time each stage (read, decode, crop/resize, collate+transfer, normalise) per "
+                   "image and show the largest; --pipeline fast (the default here) or train.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
 def bench(dst: str, src: str | None, pipeline: str, workers: int, batch_size: int, repeats: int,
-          limit: int | None, do_sweep: bool, as_json: bool) -> None:
+          limit: int | None, cold: bool, do_sweep: bool, do_profile: bool, as_json: bool) -> None:
     """Measure how fast DST loads in a DataLoader (images/s, MB/s), optionally against SRC."""
     from packer.bench import bench as run_bench
     from packer.bench import sweep
-    from packer.report import format_bench, format_sweep
+    from packer.report import format_bench, format_profile, format_sweep
 
+    if do_profile:
+        from packer.profiling import profile_loading
+
+        chosen = click.get_current_context().get_parameter_source("pipeline")
+        profiled = "fast" if chosen is click.core.ParameterSource.DEFAULT else pipeline
+        if profiled == "bytes":
+            raise click.UsageError("--profile times the train or fast pipeline, not bytes.")
+        profile = profile_loading(dst, pipeline=profiled, images=limit or 512, batch_size=batch_size,
+                                  workers=workers)
+        click.echo(json.dumps(profile.to_dict(), indent=2) if as_json else format_profile(profile))
+        return
     if do_sweep:
         results = list(sweep(dst, pipeline=pipeline, batch_size=batch_size, limit=limit,
                              repeats=repeats))
@@ -282,7 +299,7 @@ def bench(dst: str, src: str | None, pipeline: str, workers: int, batch_size: in
             click.echo(format_sweep(results))
         return
     report = run_bench(dst, against=src, pipeline=pipeline, workers=workers,
-                       batch_size=batch_size, repeats=repeats, limit=limit)
+                       batch_size=batch_size, repeats=repeats, limit=limit, cold=cold)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else format_bench(report))
 
 

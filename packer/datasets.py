@@ -17,11 +17,13 @@ from typing import Any, ClassVar, overload
 import numpy as np
 from torch.utils.data import Dataset
 
+from packer.batching import batch_samples, new_batch_tensor
 from packer.codecs import Codec, get_codec
 from packer.errors import DatasetError
 from packer.manifest import Manifest
 from packer.sample_index import SampleIndex
 from packer.shardset import ShardSet
+from packer.transforms import BatchTransform
 
 __all__ = ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"]
 
@@ -149,8 +151,10 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         sample: Any = self._codec.decode(payload) if self.decode else payload
         if self.transform is not None:
             sample = self.transform(sample)
-        label: Any = target if self.target_transform is None else self.target_transform(target)
-        return sample, label
+        return sample, self._label(target)
+
+    def _label(self, target: int) -> Any:
+        return target if self.target_transform is None else self.target_transform(target)
 
     def _normalise(self, index: int) -> int:
         index = int(index)
@@ -162,10 +166,20 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         return self._finish(payload, int(self._index.targets[index]))
 
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
-        """A batch in one read per shard (used by ``DataLoader`` automatically)."""
+        """A batch in one read per shard (used by ``DataLoader`` automatically).
+
+        With ``decode=False`` and a :class:`~packer.transforms.BatchTransform` (packer's fast
+        transforms), the whole batch goes through the transform in one call, straight from
+        reused read memory into one ``uint8`` batch tensor, which ``default_collate`` then
+        passes on without a copy (:mod:`packer.batching`); each sample is a view of it.
+        """
         wanted = [self._normalise(i) for i in indices]
-        payloads = self._shards.read_many(wanted)
         targets = self._index.targets
+        if not self.decode and isinstance(self.transform, BatchTransform):
+            out = new_batch_tensor((len(wanted), 3, *self.transform.size))
+            images = self.transform.batch(self._shards.read_batch(wanted), out=out)
+            return batch_samples(images, [self._label(int(targets[i])) for i in wanted])
+        payloads = self._shards.read_many(wanted)
         return [self._finish(p, int(targets[i])) for p, i in zip(payloads, wanted, strict=True)]
 
     def close(self) -> None:

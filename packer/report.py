@@ -15,9 +15,10 @@ from packer.verify import MAX_LISTED, VerifyReport
 
 if TYPE_CHECKING:  # packer.bench imports torch; this module must not
     from packer.bench import BenchReport
+    from packer.profiling import LoadProfile
 
 __all__ = ["append_listing", "dataset_info", "format_bench", "format_conversion", "format_info",
-           "format_sweep", "format_verify"]
+           "format_profile", "format_sweep", "format_verify"]
 
 _MAX_LISTED = 20
 
@@ -202,8 +203,8 @@ def format_verify(report: VerifyReport) -> str:
 def format_bench(report: BenchReport) -> str:
     """Render :func:`packer.bench.bench` for people."""
     lines = [f"pipeline {report.pipeline}, DataLoader(num_workers={report.workers}, "
-             f"batch_size={report.batch_size}), {len(report.packed.seconds)} timed epochs each, "
-             "alternating; medians (min-max)"]
+             f"batch_size={report.batch_size}), {'cold' if report.cold else 'warm'} page cache, "
+             f"{len(report.packed.seconds)} timed epochs each, alternating; medians (min-max)"]
     for timing in (report.packed, report.folder):
         if timing is None:
             continue
@@ -213,6 +214,25 @@ def format_bench(report: BenchReport) -> str:
                      f"{fig['mb_per_second']:7.1f} MB/s, {timing.images} images")
     if report.ratio is not None:
         lines.append(f"  packed / folder: {report.ratio:.2f}x")
+    return "\n".join(lines)
+
+
+def format_profile(profile: LoadProfile) -> str:
+    """Render :func:`packer.profiling.profile_loading` for people: a stage table and the verdict."""
+    lines = [f"where the time per image goes, {profile.pipeline} pipeline: {profile.description}",
+             f"{profile.images} images, batches of {profile.batch_size}; CPU ms per image, each stage "
+             "timed alone", f"  {'stage':<18} {'ms/image':>9} {'share':>6}"]
+    total = profile.total or 1.0
+    for name, ms in profile.stages.items():
+        lines.append(f"  {name:<18} {ms:9.3f} {100 * ms / total:5.0f}%")
+    lines.append(f"  {'total':<18} {profile.total:9.3f}")
+    busiest = max(profile.stages, key=profile.stages.__getitem__)
+    cores = min(profile.cpus, profile.workers + 1)
+    lines.append(f"ceiling: {profile.ceiling:,.0f} images/s if {cores} core(s) did only this work; "
+                 f"measured through DataLoader(num_workers={profile.workers}): "
+                 f"{profile.images_per_second:,.0f} images/s "
+                 f"({profile.images_per_second / profile.ceiling:.0%} of it)" if profile.ceiling else "")
+    lines.append(f"largest stage: {busiest}")
     return "\n".join(lines)
 
 

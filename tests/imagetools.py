@@ -67,6 +67,18 @@ def pixels(width: int, height: int, seed: int, channels: int = 3) -> np.ndarray:
     return arr if channels > 1 else arr[..., 0]
 
 
+def photo(width: int, height: int, seed: int = 0) -> Image.Image:
+    """A smooth photo-like RGB image: a few low-frequency waves, edges and mild noise."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    channels = []
+    for c in range(3):
+        value = 128 + 40 * np.sin(x / (17 + 5 * c) + seed) * np.cos(y / (23 + 3 * c))
+        value += 30 * np.sin((x + 2 * y) / 41 + c) + 25 * ((x // 64 + y // 48) % 2)
+        channels.append(value + rng.normal(0, 3, size=x.shape))
+    return Image.fromarray(np.clip(np.stack(channels, -1), 0, 255).astype(np.uint8), "RGB")
+
+
 def encode(image: Image.Image, fmt: str, **params: object) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, fmt, **params)

@@ -88,6 +88,63 @@ def test_cli_bench(tree_and_dataset: tuple[Path, Path]) -> None:
     assert missing.exit_code == 1 and "Error:" in missing.stderr
 
 
+def test_cold_drops_each_sides_files_before_every_epoch(tree_and_dataset: tuple[Path, Path],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    src, dst = tree_and_dataset
+    dropped: list[set[str]] = []
+    monkeypatch.setattr(bench_module, "drop_page_cache", lambda paths: dropped.append(set(paths)))
+    report = bench(dst, against=src, pipeline="train", workers=0, batch_size=4, repeats=2, cold=True)
+    assert report.cold and len(report.packed.seconds) == len(report.folder.seconds) == 2
+    shards = {str(dst / shard.path) for shard in packer.open_dataset(dst).manifest.shards}
+    images = {str(path) for path in src.rglob("*.jpg") if path.name != "broken.jpg"}
+    packed_drops = [paths for paths in dropped if shards <= paths]
+    assert len(packed_drops) == 2 and all(paths.isdisjoint(images) for paths in packed_drops)
+    assert [paths for paths in dropped if paths == images] == [images, images]  # no warm-up epoch
+    assert "cold page cache" in format_bench(report)
+
+
+def test_drop_page_cache_keeps_the_files(tmp_path: Path) -> None:
+    path = tmp_path / "data.bin"
+    path.write_bytes(b"x" * 10000)
+    bench_module.drop_page_cache([str(path)])
+    assert path.read_bytes() == b"x" * 10000
+
+
+@pytest.mark.parametrize("pipeline", ["fast", "train"])
+def test_profile_times_every_stage(tree_and_dataset: tuple[Path, Path], pipeline: str) -> None:
+    from packer.profiling import STAGES, profile_loading
+    from packer.report import format_profile
+
+    _, dst = tree_and_dataset
+    profile = profile_loading(str(dst), pipeline=pipeline, images=8, batch_size=4, workers=0)
+    expected = list(STAGES) if pipeline == "fast" else [s for s in STAGES if s != "normalise"]
+    assert list(profile.stages) == expected and profile.images == 8
+    assert all(ms >= 0 for ms in profile.stages.values()) and profile.stages["collate+transfer"] > 0
+    assert profile.total == pytest.approx(sum(profile.stages.values())) and profile.images_per_second > 0
+    text = format_profile(profile)
+    assert "collate+transfer" in text and "largest stage:" in text and "images/s" in text
+    assert json.loads(json.dumps(profile.to_dict()))["pipeline"] == pipeline
+    with pytest.raises(ValueError, match="pipeline must be"):
+        profile_loading(str(dst), pipeline="bytes")
+
+
+def test_cli_profile_and_cold(tree_and_dataset: tuple[Path, Path]) -> None:
+    src, dst = tree_and_dataset
+    runner = CliRunner()
+    result = runner.invoke(cli, ["bench", str(dst), "--profile", "--workers", "0", "--limit", "8",
+                                 "--batch-size", "4"])
+    assert result.exit_code == 0, result.output
+    assert "fast pipeline" in result.stdout and "decode" in result.stdout
+    doc = json.loads(runner.invoke(cli, ["bench", str(dst), "--profile", "--pipeline", "train", "--json",
+                                         "--workers", "0", "--limit", "8", "--batch-size", "4"]).stdout)
+    assert doc["pipeline"] == "train" and "read" in doc["ms_per_image"]
+    refused = runner.invoke(cli, ["bench", str(dst), "--profile", "--pipeline", "bytes"])
+    assert refused.exit_code == 2 and "--profile" in refused.output
+    cold = runner.invoke(cli, ["bench", str(dst), "--against", str(src), "--cold", "--workers", "0",
+                               "--repeats", "1", "--batch-size", "4"])
+    assert cold.exit_code == 0 and "cold page cache" in cold.stdout
+
+
 def _fake_bench(calls: list[dict[str, Any]]) -> Callable[..., BenchReport]:
     """A stand-in for :func:`packer.bench.bench`: records its arguments; more workers, more speed."""
 

@@ -15,7 +15,7 @@ import packer
 PACKAGE = Path(packer.__file__).parent
 
 #: Core modules (DESIGN.md "Layers"): torch-free and click-free.
-CORE = ["errors", "durable", "sizes", "sourcefile", "imagefolder", "codecs", "planning",
+CORE = ["demo_tree", "errors", "durable", "sizes", "sourcefile", "imagefolder", "codecs", "planning",
         "manifest", "sample_index", "destination", "shardset", "shardwork", "resume", "workers",
         "conversion", "scheduling", "dryrun", "verify", "verify_report", "imagecheck",
         "reencode", "engines", "merging", "jobplan", "arrayjob", "dask_engine", "selection", "sheet_draw",
@@ -32,6 +32,8 @@ LAYER = {
     "export": 4, "show": 4, "loader": 5, "cpus": 1, "dryrun": 6, "verify": 4, "verify_report": 1,
     "datasets": 4, "folder": 4, "transforms": 2, "bench": 5,
     "cli": 7, "cli_samples": 7, "crop_resize": 2, "report": 5, "demo": 5, "__main__": 8,
+    "speedups": 1, "crop_params": 1, "normalize": 1, "demo_tree": 1, "decoding": 2, "resampling": 2,
+    "batching": 2, "profiling": 5,
 }
 
 
@@ -53,7 +55,10 @@ def test_core_modules_do_not_import_torch_or_click(module: str) -> None:
     assert not top & {"torch", "click", "torchvision"}, imported
 
 
-@pytest.mark.parametrize("module", CORE + ["datasets", "folder", "bench", "samplers", "loader"])
+@pytest.mark.parametrize("module", CORE + ["datasets", "folder", "bench", "samplers", "loader", "speedups",
+                                            "crop_params", "normalize", "decoding", "resampling",
+                                            "crop_resize", "transforms", "batching", "profiling", "demo",
+                                            "demo_tree"])
 def test_imports_point_down(module: str) -> None:
     own = LAYER[module.replace("/__init__", "").replace("/", ".")]
     for name in _imports(PACKAGE / f"{module}.py"):

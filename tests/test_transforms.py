@@ -19,13 +19,15 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from imagetools import encode, standard_spec, write_tree, zoo
+from imagetools import encode, photo, standard_spec, write_tree, zoo
 from PIL import Image, JpegImagePlugin
 from torch.utils.data import DataLoader
 
 import packer
+from packer import speedups
 from packer.reencode import PixelsCodec, pixels_array
 from packer.transforms import (
+    DECODERS,
     IMAGENET_MEAN,
     IMAGENET_STD,
     RESAMPLERS,
@@ -39,6 +41,23 @@ from packer.transforms import (
 )
 
 BILINEAR = Image.Resampling.BILINEAR
+
+#: The resamplers and decoders this machine has (OpenCV and simplejpeg come with packer[fast]).
+HERE_RESAMPLERS = [name for name in RESAMPLERS if name != "opencv" or speedups.opencv() is not None]
+HERE_DECODERS = [name for name in DECODERS if name != "simplejpeg" or speedups.simplejpeg() is not None]
+#: How close each array resampler stays to Pillow's on the smooth test photos here: largest
+#: and mean absolute difference, PSNR. torch follows Pillow's filter; OpenCV's area and
+#: bilinear filters are other filters (see packer.resampling).
+CLOSE = {"torch": (2, 0.5, 45.0), "opencv": (8, 1.0, 44.0)}
+
+
+def assert_close_to_pil(got: np.ndarray, expected: np.ndarray, resampler: str) -> None:
+    worst, mean, psnr = diff(got, expected)
+    if resampler == "pil":
+        assert worst == 0, (worst, mean, psnr)
+        return
+    most, most_mean, least_psnr = CLOSE[resampler]
+    assert worst <= most and mean <= most_mean and psnr >= least_psnr, (resampler, worst, mean, psnr)
 
 # ---------------------------------------------------------------- references
 
@@ -109,18 +128,6 @@ def diff(a: np.ndarray, b: np.ndarray) -> tuple[int, float, float]:
     return int(np.abs(d).max()), float(np.abs(d).mean()), 10 * math.log10(255 ** 2 / max(mse, 1e-12))
 
 
-def photo(width: int, height: int, seed: int = 0) -> Image.Image:
-    """A smooth photo-like RGB image: a few low-frequency waves, edges and mild noise."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
-    channels = []
-    for c in range(3):
-        value = 128 + 40 * np.sin(x / (17 + 5 * c) + seed) * np.cos(y / (23 + 3 * c))
-        value += 30 * np.sin((x + 2 * y) / 41 + c) + 25 * ((x // 64 + y // 48) % 2)
-        channels.append(value + rng.normal(0, 3, size=x.shape))
-    return Image.fromarray(np.clip(np.stack(channels, -1), 0, 255).astype(np.uint8), "RGB")
-
-
 def png(image: Image.Image) -> bytes:
     return encode(image, "PNG")
 
@@ -138,18 +145,31 @@ def ks(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @pytest.fixture
-def draft_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """What each ``JpegImageFile.draft`` call returned (None: not applied)."""
-    calls: list[Any] = []
-    original = JpegImagePlugin.JpegImageFile.draft
+def decode_scales(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The reduction of every reduced JPEG decode (1/2, 1/4, 1/8) that either decoder made."""
+    scales: list[int] = []
+    draft = JpegImagePlugin.JpegImageFile.draft
 
-    def spy(self: Any, mode: Any, size: Any) -> Any:
-        result = original(self, mode, size)
-        calls.append(result)
+    def spy_draft(self: Any, mode: Any, size: Any) -> Any:
+        width = self.size[0]
+        result = draft(self, mode, size)
+        if result is not None:
+            scales.append(round(width / self.size[0]))
         return result
 
-    monkeypatch.setattr(JpegImagePlugin.JpegImageFile, "draft", spy)
-    return calls
+    monkeypatch.setattr(JpegImagePlugin.JpegImageFile, "draft", spy_draft)
+    module = speedups.simplejpeg()
+    if module is not None:
+        decode, header = module.decode_jpeg, module.decode_jpeg_header
+
+        def spy_decode(data: Any, *args: Any, **kwargs: Any) -> np.ndarray:
+            array = decode(data, *args, **kwargs)
+            if array.shape[1] < header(data)[1]:
+                scales.append(round(header(data)[1] / array.shape[1]))
+            return array
+
+        monkeypatch.setattr(module, "decode_jpeg", spy_decode)
+    return scales
 
 
 # ---------------------------------------------------------------- crop parameters
@@ -249,8 +269,6 @@ def test_transform_replays_torchvisions_pipeline(seed: int) -> None:
     torch.manual_seed(seed)
     got = hwc(RandomResizedCropFlip(size, scale=(0.2, 1.0), resampler="pil")(data))
     torch.manual_seed(seed)
-    fast = hwc(RandomResizedCropFlip(size, scale=(0.2, 1.0))(data))
-    torch.manual_seed(seed)
     i, j, h, w = torchvision_get_params(61, 97, (0.2, 1.0), (3 / 4, 4 / 3))
     flip = bool(torch.rand(1) < 0.5)
     box = (j, i, j + w, i + h)
@@ -261,8 +279,12 @@ def test_transform_replays_torchvisions_pipeline(seed: int) -> None:
     if flip:
         literal = literal.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     assert diff(got[1:-1, 1:-1], np.asarray(literal)[1:-1, 1:-1])[0] <= 1
-    # torch's kernel clamps at the crop's edge too: close everywhere, border included.
-    assert diff(fast, np.asarray(literal))[0] <= 2
+    # The array resamplers clamp at the crop's edge too: close everywhere, border included.
+    for resampler in HERE_RESAMPLERS:
+        torch.manual_seed(seed)
+        fast = hwc(RandomResizedCropFlip(size, scale=(0.2, 1.0), resampler=resampler)(data))
+        if resampler != "pil":
+            assert_close_to_pil(fast, np.asarray(literal), resampler)
 
 
 # ---------------------------------------------------------------- the fused path against the reference
@@ -282,22 +304,24 @@ def test_png_fast_path_is_the_reference(box: tuple[float, ...], size: tuple[int,
         np.testing.assert_array_equal(hwc(crop_resize(pil, box, size, flip=flip, resampler="pil")), expected)
 
 
+@pytest.mark.parametrize("decoder", HERE_DECODERS)
 @pytest.mark.parametrize(("box", "size", "scale"), [
     ((0, 0, 640, 480), (224, 224), 2), ((40, 30, 600, 470), (100, 120), 4),
     ((0, 0, 640, 480), (32, 32), 8), ((300, 100, 620, 420), (150, 150), 2),
     ((100, 50, 400, 350), (160, 160), 1),
 ])
-def test_jpeg_draft_path_is_close_to_the_reference(draft_calls: list[Any], box: tuple[float, ...],
-                                                   size: tuple[int, int], scale: int) -> None:
+def test_jpeg_draft_path_is_close_to_the_reference(decode_scales: list[int], box: tuple[float, ...],
+                                                   size: tuple[int, int], scale: int, decoder: str) -> None:
     data = jpeg(photo(640, 480, 4))
     expected = reference(data, box, size)
-    worst, mean, psnr = diff(hwc(crop_resize(data, box, size)), expected)
-    applied = [640 / call[1][2] for call in draft_calls if call is not None]
-    assert applied == ([scale] if scale > 1 else [])
+    exact = {"decoder": decoder, "resampler": "torch"}
+    worst, mean, psnr = diff(hwc(crop_resize(data, box, size, draft_gap=1.0, **exact)), expected)
+    assert decode_scales == ([scale] if scale > 1 else [])
     assert mean < 4 and psnr > 30, (worst, mean, psnr)
-    # A larger gap decodes at a finer scale: closer still; math.inf never drafts.
-    assert diff(hwc(crop_resize(data, box, size, draft_gap=2.0)), expected)[2] >= psnr - 0.01
-    worst, mean, _ = diff(hwc(crop_resize(data, box, size, draft_gap=math.inf, resampler="pil")), expected)
+    # A larger gap decodes at a finer scale: closer still; math.inf never reduces.
+    assert diff(hwc(crop_resize(data, box, size, draft_gap=2.0, **exact)), expected)[2] >= psnr - 0.01
+    worst, mean, _ = diff(hwc(crop_resize(data, box, size, draft_gap=math.inf, resampler="pil",
+                                          decoder=decoder)), expected)
     assert worst == 0
 
 
@@ -307,45 +331,56 @@ def test_colour_modes_convert_like_imagefolder(name: str) -> None:
     width, height = Image.open(io.BytesIO(data)).size
     box, size = (1, 0, width, height - 1), (5, 7)
     expected = reference(data, box, size)
-    exact = {"draft_gap": math.inf, "resampler": "pil"}
-    np.testing.assert_array_equal(hwc(crop_resize(data, box, size, **exact)), expected)
+    for decoder in HERE_DECODERS:
+        exact = {"draft_gap": math.inf, "resampler": "pil", "decoder": decoder}
+        np.testing.assert_array_equal(hwc(crop_resize(data, box, size, **exact)), expected)
+        literal = Image.open(io.BytesIO(data)).convert("RGB").crop(box).resize((size[1], size[0]), BILINEAR)
+        got = hwc(crop_resize(data, box, size, draft_gap=math.inf, resampler="torch", decoder=decoder))
+        assert diff(got, np.asarray(literal))[0] <= 2
+        # JPEGs here reduce to 1/2 at a gap of 1; the array resamplers then round the box to
+        # whole half-scale pixels, which on a 5x7 output is a visible shift (the test above
+        # holds it to 30 dB at real sizes).
+        reduced = {"draft_gap": 1.0, "decoder": decoder}
+        assert diff(hwc(crop_resize(data, box, size, resampler="pil", **reduced)), expected)[1] < 4
+        for resampler in HERE_RESAMPLERS:
+            assert diff(hwc(crop_resize(data, box, size, resampler=resampler, **reduced)), expected)[1] < 8
     np.testing.assert_array_equal(hwc(crop_resize(Image.open(io.BytesIO(data)), box, size, resampler="pil")),
                                   expected)
-    literal = Image.open(io.BytesIO(data)).convert("RGB").crop(box).resize((size[1], size[0]), BILINEAR)
-    assert diff(hwc(crop_resize(data, box, size, draft_gap=math.inf)), np.asarray(literal))[0] <= 2
-    # JPEGs here draft to 1/2; torch then rounds the box to whole half-scale pixels, which on
-    # a 5x7 output is a visible shift (the draft test above holds it to 30 dB at real sizes).
-    assert diff(hwc(crop_resize(data, box, size, resampler="pil")), expected)[1] < 4
-    assert diff(hwc(crop_resize(data, box, size)), expected)[1] < 8
 
 
+@pytest.mark.parametrize("decoder", HERE_DECODERS)
 @pytest.mark.parametrize("mode", ["L", "CMYK"])
-def test_gray_and_cmyk_jpegs_draft_too(draft_calls: list[Any], mode: str) -> None:
+def test_gray_and_cmyk_jpegs_reduce_too(decode_scales: list[int], mode: str, decoder: str) -> None:
     data = jpeg(photo(400, 320, 5).convert(mode))
     box, size = (20, 10, 380, 300), (64, 64)
-    worst, mean, psnr = diff(hwc(crop_resize(data, box, size)), reference(data, box, size))
-    assert [c for c in draft_calls if c is not None] and mean < 4 and psnr > 30, (worst, mean, psnr)
+    got = hwc(crop_resize(data, box, size, decoder=decoder, resampler="torch"))
+    worst, mean, psnr = diff(got, reference(data, box, size))
+    assert decode_scales == [2] and mean < 4 and psnr > 30, (decode_scales, worst, mean, psnr)
 
 
 # ---------------------------------------------------------------- the torch resampler and pixels records
 
 
+@pytest.mark.parametrize("resampler", [name for name in HERE_RESAMPLERS if name != "pil"])
 @pytest.mark.parametrize("box", BOXES)
 @pytest.mark.parametrize("size", [(16, 16), (50, 30), (120, 200)])
-def test_torch_resampler_is_close_to_pils(box: tuple[float, ...], size: tuple[int, int]) -> None:
+def test_array_resamplers_are_close_to_pils(box: tuple[float, ...], size: tuple[int, int],
+                                            resampler: str) -> None:
     """Sub-pixel boxes round to whole pixels, and the border differs; the rest agrees."""
     data = png(photo(97, 61, 3))
     for flip in (False, True):
-        got = hwc(crop_resize(data, box, size, flip=flip))
+        got = hwc(crop_resize(data, box, size, flip=flip, resampler=resampler))
         worst, mean, psnr = diff(got, reference(data, box, size, flip))
         assert mean < 2.5 and psnr > 30, (box, size, worst, mean, psnr)
+        if box == (0, 0, 97, 61):  # whole pixels: only the filters differ
+            assert_close_to_pil(got, reference(data, box, size, flip), resampler)
 
 
 def pixels_record(image: Image.Image) -> bytes:
     return PixelsCodec().encode(png(image), check="full", max_pixels=10**8)
 
 
-@pytest.mark.parametrize("resampler", RESAMPLERS)
+@pytest.mark.parametrize("resampler", HERE_RESAMPLERS)
 def test_pixels_records_read_in_place_give_the_decoded_images_result(resampler: str) -> None:
     image = photo(120, 90, 8)
     record = pixels_record(image)
@@ -397,17 +432,26 @@ def test_center_crop_resize_is_resize_then_center_crop(width: int, height: int) 
     new_w, new_h = (256, new_long) if width <= height else (new_long, 256)
     top, left = int(round((new_h - 224) / 2.0)), int(round((new_w - 224) / 2.0))  # noqa: RUF046
     two_step = np.asarray(image.resize((new_w, new_h), BILINEAR).crop((left, top, left + 224, top + 224)))
-    got = hwc(CenterCropResize(224, 256)(data))
-    assert diff(got, two_step)[0] <= 1
-    np.testing.assert_array_equal(hwc(CenterCropResize(224, 256)(image)), got)
+    assert diff(hwc(CenterCropResize(224, 256, resampler="torch")(data)), two_step)[0] <= 1
+    for resampler in HERE_RESAMPLERS:
+        got = hwc(CenterCropResize(224, 256, resampler=resampler)(data))
+        if resampler != "pil":
+            assert_close_to_pil(got, two_step, resampler)
+        np.testing.assert_array_equal(hwc(CenterCropResize(224, 256, resampler=resampler)(image)), got)
 
 
-def test_center_crop_resize_drafts_large_jpegs(draft_calls: list[Any]) -> None:
+@pytest.mark.parametrize("decoder", HERE_DECODERS)
+def test_center_crop_resize_reduces_large_jpegs(decode_scales: list[int], decoder: str) -> None:
     data = jpeg(photo(1200, 900, 7))
     expected = reference(data, center_crop_box(1200, 900), (224, 224))
-    worst, mean, psnr = diff(hwc(CenterCropResize()(data)), expected)
-    assert [1200 / c[1][2] for c in draft_calls if c is not None] == [2]
+    worst, mean, psnr = diff(hwc(CenterCropResize(draft_gap=1.0, decoder=decoder, resampler="torch")(data)),
+                             expected)
+    assert decode_scales == [2]
     assert mean < 4 and psnr > 30, (worst, mean, psnr)
+    decode_scales.clear()
+    CenterCropResize(decoder=decoder)(data)  # the default gap of 2: the crop is too small for 1/2
+    CenterCropResize(decoder=decoder)(jpeg(photo(2400, 1800, 7)))
+    assert decode_scales == [2]
 
 
 # ---------------------------------------------------------------- batch normalisation
@@ -472,6 +516,7 @@ def test_normalize_rejects_what_it_would_get_wrong(batch: torch.Tensor, message:
     (lambda: RandomResizedCropFlip(8, flip_p=1.5), "flip_p"),
     (lambda: RandomResizedCropFlip(8, draft_gap=0.5), "draft_gap"),
     (lambda: RandomResizedCropFlip(8, resampler="cv2"), "resampler"),
+    (lambda: RandomResizedCropFlip(8, decoder="turbo"), "decoder"),
     (lambda: CenterCropResize(resampler="nearest"), "resampler"),
     (lambda: CenterCropResize(224, 200), "resize"), (lambda: Normalize((0.5,), (0.0,)), "std"),
     (lambda: Normalize(dtype=torch.int32), "dtype"),

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import h5py
 import numpy as np
 
-from packer.backends.base import Backend, ShardReader, ShardWriter
+from packer.backends.base import Arena, Backend, ShardReader, ShardWriter
 from packer.errors import ShardError
 
 __all__ = ["BACKEND", "HDF5ShardReader", "HDF5ShardWriter"]
@@ -176,13 +176,18 @@ class HDF5ShardReader(ShardReader):
         except (OSError, KeyError) as err:
             raise ShardError(f"Cannot read the offsets of HDF5 shard {self.path!r}: {err}") from err
 
-    def _read_many(self, indices: Sequence[int]) -> list[bytes]:
+    def _ranges(self, indices: Sequence[int]) -> list[tuple[int, int]]:
         offsets = self._offsets
         if offsets is None:
             raise ShardError(f"HDF5 shard {self.path!r} is not open")
+        return [(int(offsets[index]), int(offsets[index + 1])) for index in indices]
+
+    def _truncated(self, index: int) -> ShardError:
+        return ShardError(f"HDF5 shard {self.path!r} is truncated (sample {index}); re-convert it.")
+
+    def _read_many(self, indices: Sequence[int]) -> list[bytes]:
         out: list[bytes] = []
-        for index in indices:
-            start, stop = int(offsets[index]), int(offsets[index + 1])
+        for index, (start, stop) in zip(indices, self._ranges(indices), strict=True):
             if self._fd is not None:
                 data = os.pread(self._fd, stop - start, (self._blob_offset or 0) + start)
             elif self._h5 is not None:
@@ -190,10 +195,20 @@ class HDF5ShardReader(ShardReader):
             else:
                 raise ShardError(f"HDF5 shard {self.path!r} is not open")
             if len(data) != stop - start:
-                raise ShardError(f"HDF5 shard {self.path!r} is truncated (sample {index}); "
-                                 "re-convert it.")
+                raise self._truncated(index)
             out.append(data)
         return out
+
+    def _read_into(self, indices: Sequence[int], arena: Arena) -> list[memoryview]:
+        if self._fd is None:  # a chunked blob (not written by packer): through h5py
+            return super()._read_into(indices, arena)
+        views = []
+        for index, (start, stop) in zip(indices, self._ranges(indices), strict=True):
+            slot = arena.take(stop - start)
+            if os.preadv(self._fd, [slot], (self._blob_offset or 0) + start) != stop - start:
+                raise self._truncated(index)
+            views.append(slot)
+        return views
 
     def _close(self) -> None:
         if self._fd is not None:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import lmdb
 import numpy as np
 
-from packer.backends.base import Backend, ShardReader, ShardWriter
+from packer.backends.base import Arena, Backend, ShardReader, ShardWriter
 from packer.errors import ShardError
 
 __all__ = ["BACKEND", "LMDBShardReader", "LMDBShardWriter"]
@@ -211,6 +211,13 @@ class _SharedEnvironments:
 _SHARED = _SharedEnvironments()
 
 
+def _file_offset(shard: _Shard, value: memoryview) -> int | None:
+    """Where ``value`` (a view into the map) starts in the file, when that can be told."""
+    if shard.fd is None or shard.base is None:
+        return None
+    return int(np.frombuffer(value, dtype=np.uint8).ctypes.data) - shard.base  # no page touched
+
+
 def _copy(shard: _Shard, value: memoryview) -> bytes:
     """The value's bytes: one ``pread`` of its range of the file when its offset is known.
 
@@ -221,12 +228,20 @@ def _copy(shard: _Shard, value: memoryview) -> bytes:
     ``scripts/bench_read.py`` with the page cache dropped: 1.23x of the folder against 1.00x
     copying from the map; on a warm cache both are one copy.
     """
-    if shard.fd is not None and shard.base is not None:
-        offset = np.frombuffer(value, dtype=np.uint8).ctypes.data - shard.base  # no page touched
+    offset = _file_offset(shard, value)
+    if offset is not None and shard.fd is not None:
         data = os.pread(shard.fd, len(value), offset)
         if len(data) == len(value):
             return data
     return bytes(value)
+
+
+def _copy_into(shard: _Shard, value: memoryview, slot: memoryview) -> None:
+    """:func:`_copy`, into ``slot`` (an arena's memory) instead of a new bytes object."""
+    offset = _file_offset(shard, value)
+    if offset is not None and shard.fd is not None and os.preadv(shard.fd, [slot], offset) == len(slot):
+        return
+    slot[:] = value
 
 
 class LMDBShardReader(ShardReader):
@@ -238,22 +253,41 @@ class LMDBShardReader(ShardReader):
     def _open(self) -> None:
         self._shard, self._identity = _SHARED.acquire(self.path)
 
-    def _read_many(self, indices: Sequence[int]) -> list[bytes]:
-        shard = self._shard
-        if shard is None:
+    def _values(self, txn: lmdb.Transaction, indices: Sequence[int]) -> list[memoryview]:
+        values = []
+        for index in indices:
+            value = txn.get(_key(index))
+            if value is None:
+                raise ShardError(f"Sample {index} is missing from LMDB shard {self.path!r}: "
+                                 "the file is damaged or was replaced; re-convert it.")
+            values.append(value)
+        return values
+
+    def _open_shard(self) -> _Shard:
+        if self._shard is None:
             raise ShardError(f"LMDB shard {self.path!r} is not open")
-        out: list[bytes] = []
+        return self._shard
+
+    def _read_many(self, indices: Sequence[int]) -> list[bytes]:
+        shard = self._open_shard()
         try:
             with shard.env.begin(buffers=True) as txn:
-                for index in indices:
-                    value = txn.get(_key(index))
-                    if value is None:
-                        raise ShardError(f"Sample {index} is missing from LMDB shard {self.path!r}: "
-                                         "the file is damaged or was replaced; re-convert it.")
-                    out.append(_copy(shard, value))
+                return [_copy(shard, value) for value in self._values(txn, indices)]
         except lmdb.Error as err:
             raise ShardError(f"Reading LMDB shard {self.path!r} failed: {err}") from err
-        return out
+
+    def _read_into(self, indices: Sequence[int], arena: Arena) -> list[memoryview]:
+        shard = self._open_shard()
+        views = []
+        try:
+            with shard.env.begin(buffers=True) as txn:
+                for value in self._values(txn, indices):
+                    slot = arena.take(len(value))
+                    _copy_into(shard, value, slot)
+                    views.append(slot)
+        except lmdb.Error as err:
+            raise ShardError(f"Reading LMDB shard {self.path!r} failed: {err}") from err
+        return views
 
     def stored_count(self) -> int:
         """Records in the environment's database (``stat()["entries"]``)."""
