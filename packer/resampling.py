@@ -3,11 +3,12 @@
 torchvision resizes PIL images with Pillow's bilinear filter, antialiased (its support widens
 with the shrink factor). The three resamplers, from fastest to closest:
 
-* ``"opencv"`` (the ``fast`` extra): ``INTER_AREA`` when the crop shrinks by 1.25x or more on
-  both axes (an exact box filter, free of aliasing), else ``INTER_LINEAR`` (bilinear; near a
-  1x scale antialiasing changes little); a crop that shrinks 2x or more on one axis only goes
-  through two passes, area along that axis first. About 3x faster than torch's kernel; on
-  photos it stays within about half a level of Pillow on average (figures in the README).
+* ``"opencv"`` (the ``fast`` extra): OpenCV's bilinear ``INTER_LINEAR`` where the crop is
+  enlarged on both axes (there Pillow's filter is plain bilinear too, and OpenCV's agrees within
+  rounding, at about half torch's cost), torch's kernel wherever it shrinks. OpenCV has no
+  filter that follows Pillow's when shrinking: ``INTER_LINEAR`` aliases (1.6 levels off on
+  average, even at shrink factors below 1.25), and ``INTER_AREA`` is a box filter, further off
+  (1.5 levels) and slower than torch's for non-integer factors (measured on photos).
 * ``"torch"``: torch's antialiased bilinear ``uint8`` kernel, which follows Pillow's filter
   (within a level or two) at about half its cost. The default without the extra.
 * ``"pil"``: Pillow itself, sub-pixel crop box included (see :mod:`packer.crop_resize`).
@@ -27,15 +28,11 @@ import torch
 
 from packer import speedups
 
-__all__ = ["AREA_FROM", "RESAMPLERS", "interpolate", "resize_into", "resolve_resampler"]
+__all__ = ["RESAMPLERS", "interpolate", "resize_into", "resolve_resampler"]
 
-#: How the crop is resized: OpenCV (fastest), torch's antialiased kernel, or Pillow's.
+#: How the crop is resized: OpenCV where it is enlarged (fastest), torch's antialiased kernel,
+#: or Pillow's.
 RESAMPLERS: Final[tuple[str, ...]] = ("opencv", "torch", "pil")
-
-#: OpenCV uses its area filter from this shrink factor (on both axes) up, bilinear below it.
-AREA_FROM: Final = 1.25
-#: From this shrink factor on one axis, while the other shrinks less than AREA_FROM: two passes.
-_ONE_AXIS_AREA_FROM: Final = 2.0
 
 _scratch = threading.local()
 
@@ -80,21 +77,19 @@ def _hwc_scratch(height: int, width: int) -> np.ndarray:
 
 
 def _opencv_into(crop: np.ndarray, out: np.ndarray, flip: bool) -> None:
+    """Resize ``crop`` into ``out``: OpenCV's bilinear filter where it is enlarged (into an HWC
+    scratch, mirrored and split into planes by OpenCV), torch's antialiased kernel where it
+    shrinks (its result is already planar)."""
     cv2 = speedups.opencv()
     if cv2 is None:
         cv2 = speedups.require("cv2", "resampler='opencv'")
     height, width = out.shape[1:]
-    shrink_y, shrink_x = crop.shape[0] / height, crop.shape[1] / width
+    if crop.shape[0] > height or crop.shape[1] > width:
+        planar = interpolate(torch.from_numpy(crop).permute(2, 0, 1), (height, width)).numpy()
+        np.copyto(out, planar[:, :, ::-1] if flip else planar)
+        return
     resized = _hwc_scratch(height, width)
-    if min(shrink_x, shrink_y) >= AREA_FROM:
-        cv2.resize(crop, (width, height), dst=resized, interpolation=cv2.INTER_AREA)
-    elif max(shrink_x, shrink_y) >= _ONE_AXIS_AREA_FROM:
-        # OpenCV's area filter works only when both axes shrink: apply it to one axis alone.
-        halfway = (width, crop.shape[0]) if shrink_x > shrink_y else (crop.shape[1], height)
-        first = cv2.resize(crop, halfway, interpolation=cv2.INTER_AREA)
-        cv2.resize(first, (width, height), dst=resized, interpolation=cv2.INTER_LINEAR)
-    else:
-        cv2.resize(crop, (width, height), dst=resized, interpolation=cv2.INTER_LINEAR)
+    cv2.resize(crop, (width, height), dst=resized, interpolation=cv2.INTER_LINEAR)
     if flip:
         cv2.flip(resized, 1, dst=resized)
     cv2.split(resized, [out[0], out[1], out[2]])  # HWC -> CHW, straight into ``out``
@@ -104,8 +99,8 @@ def resize_into(crop: np.ndarray, out: np.ndarray, *, flip: bool, resampler: str
     """Resize the ``HWC`` ``crop`` (any strides) into ``out``, a C-contiguous ``uint8``
     ``(3, height, width)`` array, mirrored left to right if ``flip``.
 
-    ``resampler`` is ``"opencv"`` or ``"torch"`` (``"pil"`` needs the whole picture and box:
-    :func:`packer.crop_resize.crop_resize`).
+    ``resampler`` is ``"opencv"`` (which hands a shrinking crop to torch) or ``"torch"``
+    (``"pil"`` needs the whole picture and box: :func:`packer.crop_resize.crop_resize`).
     """
     if resampler == "opencv":
         _opencv_into(crop, out, flip)

@@ -42,7 +42,15 @@ def simplejpeg() -> ModuleType | None:
     return _load("simplejpeg")
 
 
-_cv2_threads_set_in: int | None = None
+_cv2_ready: ModuleType | None = None  # cv2, once held to one thread in this process
+
+
+def _forget_cv2_setting() -> None:
+    global _cv2_ready
+    _cv2_ready = None
+
+
+os.register_at_fork(after_in_child=_forget_cv2_setting)
 
 
 def opencv() -> ModuleType | None:
@@ -53,11 +61,13 @@ def opencv() -> ModuleType | None:
     the pool started hangs in its first resize), and one image's resize gains nothing from
     it. This is process-wide, as torch's own ``set_num_threads(1)`` in workers is.
     """
+    global _cv2_ready
+    if _cv2_ready is not None:
+        return _cv2_ready
     cv2 = _load("cv2")
-    global _cv2_threads_set_in
-    if cv2 is not None and _cv2_threads_set_in != os.getpid():
-        _cv2_threads_set_in = os.getpid()
+    if cv2 is not None:
         cv2.setNumThreads(1)
+        _cv2_ready = cv2
     return cv2
 
 

@@ -46,9 +46,9 @@ BILINEAR = Image.Resampling.BILINEAR
 HERE_RESAMPLERS = [name for name in RESAMPLERS if name != "opencv" or speedups.opencv() is not None]
 HERE_DECODERS = [name for name in DECODERS if name != "simplejpeg" or speedups.simplejpeg() is not None]
 #: How close each array resampler stays to Pillow's on the smooth test photos here: largest
-#: and mean absolute difference, PSNR. torch follows Pillow's filter; OpenCV's area and
-#: bilinear filters are other filters (see packer.resampling).
-CLOSE = {"torch": (2, 0.5, 45.0), "opencv": (8, 1.0, 44.0)}
+#: and mean absolute difference, PSNR. torch follows Pillow's filter; OpenCV's bilinear
+#: (used where the crop is enlarged) rounds a little differently (see packer.resampling).
+CLOSE = {"torch": (2, 0.5, 45.0), "opencv": (3, 0.5, 45.0)}
 
 
 def assert_close_to_pil(got: np.ndarray, expected: np.ndarray, resampler: str) -> None:
