@@ -60,7 +60,7 @@ def reuse_batch_memory(enabled: bool) -> None:
 class _PooledImages(torch.Tensor):
     """A batch in one of a worker's buffers; pickles as a plain tensor plus where it lies."""
 
-    __torch_function__ = torch._C._disabled_torch_function_impl  # views and results: plain tensors
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]  # plain results
     _slot: int
     _pool: _Pool
 
@@ -72,7 +72,7 @@ class _Pool:
     """This worker's batch buffers and the flags saying which the training process still holds."""
 
     def __init__(self) -> None:
-        self.flags = torch.zeros(POOL_SIZE, dtype=torch.uint8).share_memory_()  # 1: held there
+        self.flags: torch.Tensor = torch.zeros(POOL_SIZE, dtype=torch.uint8).share_memory_()  # type: ignore[no-untyped-call]
         self.buffers: list[torch.UntypedStorage | None] = [None] * POOL_SIZE
         self.token = secrets.token_hex(8)
 
@@ -82,7 +82,7 @@ class _Pool:
         for slot, buffer in enumerate(self.buffers):
             if flags[slot] == 0 and (buffer is None or buffer.nbytes() >= nbytes):
                 if buffer is None:
-                    buffer = self.buffers[slot] = torch.UntypedStorage._new_shared(nbytes)
+                    buffer = self.buffers[slot] = _shared_storage(nbytes)
                 flags[slot] = 1
                 return slot, buffer
         return None
@@ -90,6 +90,12 @@ class _Pool:
 
 _pools: dict[int, _Pool] = {}
 _pools_lock = threading.Lock()
+
+
+def _shared_storage(nbytes: int) -> torch.UntypedStorage:
+    """Fresh shared memory, as default_collate takes it for a batch in a worker."""
+    storage: torch.UntypedStorage = torch.UntypedStorage._new_shared(nbytes)  # type: ignore[no-untyped-call]
+    return storage
 
 
 def _worker_pool() -> _Pool:
@@ -119,13 +125,14 @@ def new_batch_tensor(shape: Sequence[int], dtype: torch.dtype = torch.uint8) -> 
     for side in shape:
         numel *= side
     nbytes = numel * dtype.itemsize
-    taken = _worker_pool().take(nbytes) if _reuse else None
-    if taken is None:
-        storage = torch.UntypedStorage._new_shared(nbytes)
-        return torch.empty(0, dtype=dtype).set_(storage).view(tuple(shape))
+    pool = _worker_pool() if _reuse else None
+    taken = pool.take(nbytes) if pool is not None else None
+    if pool is None or taken is None:
+        return torch.empty(0, dtype=dtype).set_(_shared_storage(nbytes)).view(tuple(shape))
     slot, buffer = taken
-    images = torch.empty(0, dtype=dtype).set_(buffer, 0, tuple(shape)).as_subclass(_PooledImages)
-    images._slot, images._pool = slot, _worker_pool()
+    plain = torch.empty(0, dtype=dtype).set_(buffer)[:numel].view(tuple(shape))
+    images = plain.as_subclass(_PooledImages)
+    images._slot, images._pool = slot, pool
     return images
 
 

@@ -244,8 +244,9 @@ def _megabytes(dataset: PackedImageDataset) -> float:
 
 def _dataset_files(dataset: PackedImageDataset) -> list[str]:
     manifest = dataset.manifest
-    entries = [*manifest.shards, *manifest.sample_index.values()]
-    return [os.path.join(dataset.root, entry.path) for entry in entries]
+    paths = [shard.path for shard in manifest.shards]
+    paths += [entry.path for entry in manifest.sample_index.values()]
+    return [os.path.join(dataset.root, path) for path in paths]
 
 
 def bench(dst: str | os.PathLike[str], *, against: str | os.PathLike[str] | None = None,

@@ -20,6 +20,7 @@ The helpers without a leading underscore are shared with :mod:`packer.transforms
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import numpy as np
 import torch
 from PIL import Image

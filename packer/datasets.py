@@ -165,7 +165,7 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         payload = self._shards.read(index)
         return self._finish(payload, int(self._index.targets[index]))
 
-    def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
+    def __getitems__(self, indices: Sequence[int]) -> Sequence[tuple[Any, Any]]:
         """A batch in one read per shard (used by ``DataLoader`` automatically).
 
         With ``decode=False`` and a :class:`~packer.transforms.BatchTransform` (packer's fast

@@ -64,7 +64,8 @@ class SpeedRow:
     @property
     def ratio(self) -> float:
         """This row over the folder's images/s."""
-        return self.images_per_second / self.folder_images_per_second if self.folder_images_per_second else 0.0
+        base = self.folder_images_per_second
+        return self.images_per_second / base if base else 0.0
 
 
 @dataclass
@@ -194,8 +195,8 @@ def format_demo(report: DemoReport) -> str:
         for skipped in result.manifest.skipped:
             lines.append(f"  skipped {skipped.path}: {skipped.reason}")
     if report.speeds:
-        lines += ["", f"training-style loading: DataLoader(num_workers={report.workers}, batch_size={_BATCH}), "
-                  "RandomResizedCrop(224) + flip,",
+        loader = f"DataLoader(num_workers={report.workers}, batch_size={_BATCH})"
+        lines += ["", f"training-style loading: {loader}, RandomResizedCrop(224) + flip,",
                   f"normalised float32 batches; median of {_REPEATS} epochs, each row against the folder's "
                   "standard pipeline in this run:",
                   f"  {'source':<8} {'pipeline':<10} {'cache':<6} {'images/s':>9} {'vs folder':>10}"]

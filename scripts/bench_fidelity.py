@@ -63,7 +63,8 @@ def reference(image: Image.Image, box: tuple[int, int, int, int], size: int, fli
     try:
         import torchvision.transforms.functional as F  # noqa: N812
     except ImportError:
-        cropped = image.crop((left, top, left + width, top + height)).resize((size, size), Image.Resampling.BILINEAR)
+        cropped = image.crop((left, top, left + width, top + height))
+        cropped = cropped.resize((size, size), Image.Resampling.BILINEAR)
         return np.asarray(cropped.transpose(Image.Transpose.FLIP_LEFT_RIGHT) if flip else cropped)
     cropped = F.resized_crop(image, top, left, height, width, [size, size],
                              F.InterpolationMode.BILINEAR, antialias=True)

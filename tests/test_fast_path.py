@@ -90,6 +90,7 @@ def test_auto_takes_the_accelerators_when_present_and_names_the_extra_when_not(
     assert resolve_decoder("auto") == ("simplejpeg" if speedups.simplejpeg() else "pil")
     assert resolve_resampler("auto") == ("opencv" if speedups.opencv() else "torch")
     monkeypatch.setattr(speedups, "_load", lambda module: None)  # as if not installed
+    monkeypatch.setattr(speedups, "_cv2_ready", None)
     assert resolve_decoder("auto") == "pil" and resolve_resampler("auto") == "torch"
     assert RandomResizedCropFlip(8).resampler == "torch" and CenterCropResize().decoder == "pil"
     with pytest.raises(MissingExtraError, match=r"pip install 'packer\[fast\]'") as missing:
@@ -105,7 +106,7 @@ def test_opencv_runs_on_one_thread_once_packer_uses_it() -> None:
     import cv2
 
     cv2.setNumThreads(2)
-    speedups._cv2_threads_set_in = None  # as in a fresh process
+    speedups._forget_cv2_setting()  # as in a freshly forked process
     crop_resize(encode(photo(40, 30), "PNG"), (0, 0, 40, 30), 16, resampler="opencv")
     assert cv2.getNumThreads() == 1
 
@@ -295,7 +296,8 @@ def test_a_batch_buffer_is_reused_only_once_released(monkeypatch: pytest.MonkeyP
     first.fill_(7)
     slot = first._slot
     received = send(first)
-    assert type(received) is torch.Tensor and torch.equal(received, torch.full((2, 3, 4, 4), 7, dtype=torch.uint8))
+    assert type(received) is torch.Tensor
+    assert torch.equal(received, torch.full((2, 3, 4, 4), 7, dtype=torch.uint8))
     del first
     view = received[1]
     del received
@@ -322,7 +324,8 @@ def test_a_batch_buffer_is_reused_only_once_released(monkeypatch: pytest.MonkeyP
 @pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_held_batches_never_change_while_workers_reuse_buffers(tmp_path: Path, start_method: str) -> None:
-    src = write_tree(tmp_path / "src", {f"c{k % 3}/{k:02d}.jpg": jpeg(photo(64 + k, 48 + k, k)) for k in range(40)})
+    spec = {f"c{k % 3}/{k:02d}.jpg": jpeg(photo(64 + k, 48 + k, k)) for k in range(40)}
+    src = write_tree(tmp_path / "src", spec)
     dst = tmp_path / "dst"
     packer.convert(src, dst, to="lmdb")
     dataset = packer.open_dataset(dst, transform=CenterCropResize(32, 40), decode=False)

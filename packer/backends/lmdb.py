@@ -254,13 +254,13 @@ class LMDBShardReader(ShardReader):
         self._shard, self._identity = _SHARED.acquire(self.path)
 
     def _values(self, txn: lmdb.Transaction, indices: Sequence[int]) -> list[memoryview]:
-        values = []
+        values: list[memoryview] = []
         for index in indices:
             value = txn.get(_key(index))
             if value is None:
                 raise ShardError(f"Sample {index} is missing from LMDB shard {self.path!r}: "
                                  "the file is damaged or was replaced; re-convert it.")
-            values.append(value)
+            values.append(memoryview(value))  # buffers=True: a view into the map already
         return values
 
     def _open_shard(self) -> _Shard:
