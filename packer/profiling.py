@@ -185,7 +185,7 @@ def profile_loading(dst: str, *, pipeline: str = "fast", images: int = 512, batc
             for _ in batches:
                 normalizer(batch_tensor)
     stages = {name: 1000.0 * seconds / count for name, seconds in clock.seconds.items()}
-    stages["collate+transfer"] = _transfer_ms(pipeline, 224, batch_size, max(count, 32 * batch_size))
+    stages["collate+transfer"] = _transfer_ms(pipeline, 224, batch_size, max(count, 128 * batch_size))
     if pipeline == "train":
         del stages["normalise"]  # done per image inside crop/resize (ToTensor + Normalize)
     report = bench(dst, pipeline=pipeline, workers=workers, batch_size=batch_size, repeats=2, limit=count)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import lmdb
 import numpy as np
@@ -253,15 +253,15 @@ class LMDBShardReader(ShardReader):
     def _open(self) -> None:
         self._shard, self._identity = _SHARED.acquire(self.path)
 
-    def _values(self, txn: lmdb.Transaction, indices: Sequence[int]) -> list[memoryview]:
-        values: list[memoryview] = []
+    def _values(self, txn: lmdb.Transaction, indices: Sequence[int]) -> Iterator[memoryview]:
+        """Each value, looked up as it is wanted: a lookup faults in the value's first page
+        (with readahead around it), which the copy that follows then finds in the cache."""
         for index in indices:
             value = txn.get(_key(index))
             if value is None:
                 raise ShardError(f"Sample {index} is missing from LMDB shard {self.path!r}: "
                                  "the file is damaged or was replaced; re-convert it.")
-            values.append(memoryview(value))  # buffers=True: a view into the map already
-        return values
+            yield memoryview(value)  # buffers=True: a view into the map already
 
     def _open_shard(self) -> _Shard:
         if self._shard is None:
