@@ -10,7 +10,7 @@
 
 What it does, each part the usual way:
 
-* loading: ``make_loader`` (packer.loader) picks workers, prefetching, persistent workers,
+* loading: ``make_loader`` (packer.read.loader) picks workers, prefetching, persistent workers,
   pinned memory and the sampler for this machine and this rank (``--workers`` overrides);
 * transforms: ``--fast`` reads the stored bytes (``decode=False``), crops and resizes them to
   ``uint8`` in the workers (``RandomResizedCropFlip``, ``CenterCropResize``) and normalises
@@ -51,8 +51,8 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 import packer
-from packer.loader import available_cpus, loader_settings, make_loader
-from packer.transforms import (
+from packer.read.loader import available_cpus, loader_settings, make_loader
+from packer.read.transforms import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     CenterCropResize,

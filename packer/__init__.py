@@ -10,12 +10,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from packer.backends import backend_names, get_backend
-    from packer.codecs import codec_names
-    from packer.conversion import ConversionResult, TaskResult, convert, convert_task
-    from packer.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
-    from packer.dryrun import ConversionPlan, plan_conversion
-    from packer.engines import Engine, ExecutorEngine, LocalEngine, open_engine
+    from packer.format.backends import backend_names, get_backend
+    from packer.format.codecs import codec_names
+    from packer.conversion.run import ConversionResult, TaskResult, convert, convert_task
+    from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
+    from packer.conversion.dryrun import ConversionPlan, plan_conversion
+    from packer.conversion.engines import Engine, ExecutorEngine, LocalEngine, open_engine
     from packer.errors import (
         BadImageError,
         ConversionError,
@@ -36,43 +36,43 @@ if TYPE_CHECKING:
         SourceNotFoundError,
         UnknownNameError,
     )
-    from packer.export import ExportResult, export_dataset
-    from packer.folder import ImageFolderDataset
-    from packer.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
-    from packer.loader import LoaderSettings, loader_settings, make_loader
-    from packer.manifest import Manifest
-    from packer.merging import MergeResult, merge
-    from packer.preview import ContactSheet, make_contact_sheet, write_contact_sheet
-    from packer.samplers import ShardAwareSampler
-    from packer.show import SampleInfo, sample_bytes, sample_info, save_sample
+    from packer.tools.export import ExportResult, export_dataset
+    from packer.read.baseline import ImageFolderDataset
+    from packer.source.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
+    from packer.read.loader import LoaderSettings, loader_settings, make_loader
+    from packer.format.manifest import Manifest
+    from packer.conversion.merging import MergeResult, merge
+    from packer.tools.preview import ContactSheet, make_contact_sheet, write_contact_sheet
+    from packer.read.samplers import ShardAwareSampler
+    from packer.tools.show import SampleInfo, sample_bytes, sample_info, save_sample
     from packer.sizes import parse_size
-    from packer.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
-    from packer.verify import VerifyReport, verify_dataset
+    from packer.read.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
+    from packer.tools.verify import VerifyReport, verify_dataset
 
 _HOMES = {
-    "packer.backends": ["backend_names", "get_backend"],
-    "packer.codecs": ["codec_names"],
-    "packer.conversion": ["ConversionResult", "TaskResult", "convert", "convert_task"],
-    "packer.datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"],
-    "packer.dryrun": ["ConversionPlan", "plan_conversion"],
-    "packer.engines": ["Engine", "ExecutorEngine", "LocalEngine", "open_engine"],
+    "packer.format.backends": ["backend_names", "get_backend"],
+    "packer.format.codecs": ["codec_names"],
+    "packer.conversion.run": ["ConversionResult", "TaskResult", "convert", "convert_task"],
+    "packer.read.datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"],
+    "packer.conversion.dryrun": ["ConversionPlan", "plan_conversion"],
+    "packer.conversion.engines": ["Engine", "ExecutorEngine", "LocalEngine", "open_engine"],
     "packer.errors": ["BadImageError", "ConversionError", "ConversionInterrupted", "DatasetError",
                       "EmptySourceError", "IncompleteDatasetError", "ManifestError", "MissingExtraError",
                       "MissingShardsError", "NotADatasetError", "OutputError", "OutputExistsError",
                       "PackerError", "ResumeError", "ShardError", "SourceError", "SourceNotFoundError",
                       "UnknownNameError"],
-    "packer.export": ["ExportResult", "export_dataset"],
-    "packer.folder": ["ImageFolderDataset"],
-    "packer.imagefolder": ["FolderIndex", "IMG_EXTENSIONS", "find_classes", "scan_imagefolder"],
-    "packer.loader": ["LoaderSettings", "loader_settings", "make_loader"],
-    "packer.manifest": ["Manifest"],
-    "packer.merging": ["MergeResult", "merge"],
-    "packer.preview": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
-    "packer.samplers": ["ShardAwareSampler"],
-    "packer.show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
+    "packer.tools.export": ["ExportResult", "export_dataset"],
+    "packer.read.baseline": ["ImageFolderDataset"],
+    "packer.source.imagefolder": ["FolderIndex", "IMG_EXTENSIONS", "find_classes", "scan_imagefolder"],
+    "packer.read.loader": ["LoaderSettings", "loader_settings", "make_loader"],
+    "packer.format.manifest": ["Manifest"],
+    "packer.conversion.merging": ["MergeResult", "merge"],
+    "packer.tools.preview": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
+    "packer.read.samplers": ["ShardAwareSampler"],
+    "packer.tools.show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
     "packer.sizes": ["parse_size"],
-    "packer.transforms": ["CenterCropResize", "Normalize", "RandomResizedCropFlip"],
-    "packer.verify": ["VerifyReport", "verify_dataset"],
+    "packer.read.transforms": ["CenterCropResize", "Normalize", "RandomResizedCropFlip"],
+    "packer.tools.verify": ["VerifyReport", "verify_dataset"],
 }
 _LAZY = {name: module for module, names in _HOMES.items() for name in names}
 

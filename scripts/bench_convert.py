@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 import packer
-from packer.conversion import default_workers
+from packer.conversion.run import default_workers
 
 
 def _tree_stats(src: str) -> tuple[int, int]:

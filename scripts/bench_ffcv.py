@@ -17,7 +17,7 @@ outside this benchmark) is run again. Figures are medians with min-max over reps
 of medians. The cases:
 
 * ``folder``: ImageFolder + the torchvision PIL pipeline (torchvision's own if importable, else
-  ``packer.bench.StandardTrainTransform``, the same steps restated): the baseline.
+  ``packer.tools.bench.StandardTrainTransform``, the same steps restated): the baseline.
 * ``packer-std``: packer LMDB (original bytes), the same pipeline.
 * ``packer-fast``, ``packer-fast-jpeg256``, ``packer-fast-pixels256``: packer's fast path
   (``RandomResizedCropFlip(224)`` on the stored bytes in the workers, ``Normalize`` per batch
@@ -132,7 +132,7 @@ def standard_transform() -> Callable[[Any], Any]:
     try:
         import torchvision.transforms as T  # noqa: N812
     except ImportError:
-        from packer.bench import StandardTrainTransform
+        from packer.tools.bench import StandardTrainTransform
 
         return StandardTrainTransform(224)
     return T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
@@ -145,18 +145,18 @@ def build(case: str, paths: dict[str, str], args: argparse.Namespace) -> tuple[I
     from torch.utils.data import DataLoader
 
     import packer
-    from packer.bench import BatchNormalizer
+    from packer.tools.bench import BatchNormalizer
 
     common = {"batch_size": args.batch_size, "shuffle": True, "num_workers": args.workers,
               "persistent_workers": args.workers > 0, "generator": torch.Generator().manual_seed(args.seed)}
     if case == "folder":
-        from packer.folder import ImageFolderDataset
+        from packer.read.baseline import ImageFolderDataset
 
         return DataLoader(ImageFolderDataset(paths["folder"], transform=standard_transform()), **common), None
     if case == "packer-std":
         return DataLoader(packer.open_dataset(paths["lmdb"], transform=standard_transform()), **common), None
     if case.startswith("packer-fast"):
-        from packer.transforms import RandomResizedCropFlip
+        from packer.read.transforms import RandomResizedCropFlip
 
         root = paths[{"packer-fast": "lmdb", "packer-fast-jpeg256": "jpeg256",
                       "packer-fast-pixels256": "pixels256"}[case]]

@@ -13,7 +13,7 @@ reference is torchvision's ``RandomResizedCrop`` + ``RandomHorizontalFlip`` on t
 (``resized_crop`` then ``hflip``) when torchvision is importable, else the same operations
 restated with PIL (crop, bilinear resize, mirror: what torchvision runs on PIL images). Each
 fast-path setting then crops the stored bytes with that box and flip
-(:func:`packer.transforms.crop_resize`), and the script prints, per setting, the mean absolute
+(:func:`packer.read.transforms.crop_resize`), and the script prints, per setting, the mean absolute
 difference (levels of 0-255), the PSNR of the pooled squared error, and the 1st percentile of
 the per-image PSNRs (the worst images).
 
@@ -36,9 +36,9 @@ import torch
 from PIL import Image
 
 import packer
-from packer.folder import ImageFolderDataset
-from packer.reencode import pixels_array
-from packer.transforms import crop_resize, random_resized_crop_params
+from packer.read.baseline import ImageFolderDataset
+from packer.format.codecs.reencode import pixels_array
+from packer.read.transforms import crop_resize, random_resized_crop_params
 
 SETTINGS = {
     "default (auto)": {},

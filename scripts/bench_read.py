@@ -10,7 +10,7 @@ SRC is any ImageFolder tree (``SRC/<class>/<image>``). It is converted once into
 (default ``./bench_read_work``; reused while the source and options match): LMDB and HDF5 with
 the default codec (``original``), and LMDB with ``--codec jpeg --resize 256`` and
 ``--codec pixels --resize 256``. Every case is then a ratio of images/s, packed over
-"ImageFolder + the standard torchvision-style PIL pipeline" (``packer.bench.StandardTrainTransform``)
+"ImageFolder + the standard torchvision-style PIL pipeline" (``packer.tools.bench.StandardTrainTransform``)
 read the same way in the same run: same DataLoader settings (``--workers``, ``--batch-size``,
 ``shuffle=True``), the same fixed random subset of ``--limit`` samples, repetitions interleaved
 between the sides of a group, figures as medians.
@@ -57,9 +57,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Subset
 
 import packer
-from packer.bench import BatchNormalizer, StandardTrainTransform, _count_bytes, consume
-from packer.folder import ImageFolderDataset
-from packer.transforms import RandomResizedCropFlip
+from packer.tools.bench import BatchNormalizer, StandardTrainTransform, _count_bytes, consume
+from packer.read.baseline import ImageFolderDataset
+from packer.read.transforms import RandomResizedCropFlip
 
 CONVERSIONS: dict[str, dict[str, Any]] = {
     "lmdb": {"to": "lmdb", "codec": "original"},

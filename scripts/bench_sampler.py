@@ -13,7 +13,7 @@ Each side reads the stored bytes only (``decode=False``; the collate function su
 lengths), so the figure is storage and Python overhead, not decoding:
 
 * ``random``: ``torch.utils.data.RandomSampler``, every sample from a random place;
-* ``block``: :class:`packer.samplers.ShardAwareSampler` (``--block-size``, ``--window``).
+* ``block``: :class:`packer.read.samplers.ShardAwareSampler` (``--block-size``, ``--window``).
 
 Before every timed epoch every file of DST is dropped from the page cache with
 ``posix_fadvise(POSIX_FADV_DONTNEED)`` (Linux; files another process keeps mapped or dirty
@@ -42,7 +42,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 import packer
-from packer.samplers import ShardAwareSampler
+from packer.read.samplers import ShardAwareSampler
 
 
 def count_bytes(batch: list[tuple[bytes, int]]) -> int:

@@ -12,8 +12,8 @@ and transforming is timed, in one process with one torch thread (as in a DataLoa
   (or ``Resize + CenterCrop + ToTensor + Normalize``) does, restated with PIL and torch: full
   decode and ``convert("RGB")``, crop, resize, flip, float32 CHW, per-image normalize; then the
   batch is stacked (default collate).
-- fast: ``packer.transforms`` on the bytes (``uint8`` out), the uint8 batch stacked, then one
-  :class:`~packer.transforms.Normalize` per batch (on the CPU here; on the GPU in training).
+- fast: ``packer.read.transforms`` on the bytes (``uint8`` out), the uint8 batch stacked, then one
+  :class:`~packer.read.transforms.Normalize` per batch (on the CPU here; on the GPU in training).
 
 Both draw the same crops (same seed, same draws). Repetitions alternate the pipelines; the
 figures are medians over repetitions, in milliseconds per image, split into what a DataLoader
@@ -35,7 +35,7 @@ import torch
 from PIL import Image
 
 import packer
-from packer.transforms import (
+from packer.read.transforms import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     CenterCropResize,

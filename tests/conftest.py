@@ -18,7 +18,7 @@ import imagetools
 from imagetools import Entry, standard_spec, write_tree
 
 import packer
-from packer.backends import Backend, backend_names, get_backend
+from packer.format.backends import Backend, backend_names, get_backend
 
 MakeTree = Callable[..., Path]
 

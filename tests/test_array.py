@@ -18,11 +18,11 @@ from click.testing import CliRunner
 from imagetools import dataset_snapshot, mixed_tree
 
 import packer
-from packer.arrayjob import ArrayTask, array_task
-from packer.backends import Backend
+from packer.conversion.arrayjob import ArrayTask, array_task
+from packer.format.backends import Backend
 from packer.cli import cli
-from packer.jobplan import shards_of_task
-from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
+from packer.conversion.plan import shards_of_task
+from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
 
 SHARD_SIZE = "1500"  # bytes: the tree below becomes about a dozen shards
 
@@ -233,7 +233,7 @@ def test_cli_array_flags_are_usage_errors_when_incomplete(src: Path, tmp_path: P
 def test_a_task_starting_while_another_claims_dst_joins_it(src: Path, local: Path, tmp_path: Path,
                                                           backend: Backend) -> None:
     """The instant between one task writing its marker aside and linking it into place."""
-    from packer.destination import destination_state
+    from packer.conversion.destination import destination_state
 
     dst = tmp_path / "array"
     dst.mkdir()

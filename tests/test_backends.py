@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from imagetools import sha
 
-from packer.backends import Backend, backend_names, get_backend, register_backend
-from packer.backends.base import ShardReader
+from packer.format.backends import Backend, backend_names, get_backend, register_backend
+from packer.format.backends.base import ShardReader
 from packer.errors import ShardError, UnknownNameError
 
 

@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from packer.backends import backend_names
+from packer.format.backends import backend_names
 from packer.cli import cli
-from packer.manifest import IN_PROGRESS_NAME
+from packer.format.manifest import IN_PROGRESS_NAME
 
 
 def _tree(root: Path, *, bad: bool = True) -> Path:

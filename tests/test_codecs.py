@@ -13,11 +13,11 @@ from imagetools import cmyk_jpeg, grayscale_png, jpeg_bytes, png_bytes, truncate
 from PIL import Image
 
 import packer
-from packer.backends import Backend
+from packer.format.backends import Backend
 from packer.cli import cli
-from packer.codecs import JpegCodec, PixelsCodec, get_codec
+from packer.format.codecs import JpegCodec, PixelsCodec, get_codec
 from packer.errors import UnknownNameError
-from packer.reencode import target_size
+from packer.format.codecs.reencode import target_size
 
 
 def _tree(root: Path) -> Path:

@@ -17,8 +17,8 @@ from imagetools import jpeg_bytes, write_tree
 from torch.utils.data import DataLoader
 
 import packer
-from packer.backends import Backend
-from packer.backends import lmdb as lmdb_backend
+from packer.format.backends import Backend
+from packer.format.backends import lmdb as lmdb_backend
 
 
 def _drop_from_page_cache(root: Path) -> int:
@@ -75,7 +75,7 @@ def test_lmdb_values_are_copied_with_one_pread_or_from_the_map(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """One ``pread`` of each value's exact range (fewer round trips cold or on shared storage);
     where the map's base is unknown, the same bytes from the map."""
-    from packer.backends import lmdb as lmdb_backend
+    from packer.format.backends import lmdb as lmdb_backend
 
     payloads = [bytes([i]) * (100 + 5000 * i) for i in range(6)]  # inline and overflow values
     path = str(tmp_path / "shard.lmdb")

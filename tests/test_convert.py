@@ -43,12 +43,12 @@ from packer import (
     convert,
     open_dataset,
     scan_imagefolder,
-    workers,
 )
-from packer.backends import Backend
-from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, Manifest
-from packer.planning import plan_shards
-from packer.sourcefile import SKIP_REASONS
+from packer.conversion.engines import local as workers
+from packer.format.backends import Backend
+from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, Manifest
+from packer.conversion.sharding import plan_shards
+from packer.source.sourcefile import SKIP_REASONS
 
 
 def dataset_files(dst: Path) -> set[str]:
@@ -214,10 +214,10 @@ def test_strict_on_a_clean_tree_converts(standard_tree: Path, tmp_path: Path,
 
 _DROP_DAC = DROP_DAC_PRELUDE + textwrap.dedent("""
     src, dst, backend = sys.argv[1:4]
-    import packer, packer.workers
+    import packer, packer.conversion.engines.local
     # Spawned workers exec python afresh, and root regains its capabilities on exec: fork
     # keeps the dropped ones.
-    packer.workers.START_METHOD = "fork"
+    packer.conversion.engines.local.START_METHOD = "fork"
     packer.convert(src, dst, to=backend)
     print("CONVERTED")
 """)

@@ -23,7 +23,7 @@ SHARD_SIZE = "1500"
 
 
 def test_import_packer_and_its_cli_do_not_import_dask_or_ray() -> None:
-    code = ("import sys, packer, packer.cli, packer.conversion, packer.engines; "
+    code = ("import sys, packer, packer.cli, packer.conversion.run, packer.conversion.engines; "
             "from packer.cli import cli; "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('dask', 'distributed', 'dask_jobqueue', 'ray')); print(bad); assert not bad")
@@ -32,7 +32,7 @@ def test_import_packer_and_its_cli_do_not_import_dask_or_ray() -> None:
 
 
 def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from packer import dask_engine
+    from packer.conversion.engines import dask_cluster as dask_engine
 
     monkeypatch.setitem(sys.modules, "distributed", None)
     monkeypatch.setitem(sys.modules, "dask_jobqueue", None)
@@ -46,7 +46,7 @@ def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -
 distributed = pytest.importorskip("distributed", reason="the dask extra is not installed")
 pytest.importorskip("dask_jobqueue", reason="the dask extra is not installed")
 
-from packer.dask_engine import dask_engine, job_script  # noqa: E402
+from packer.conversion.engines.dask_cluster import dask_engine, job_script  # noqa: E402
 
 
 @pytest.fixture(scope="module")

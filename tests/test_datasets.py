@@ -37,10 +37,10 @@ from packer import (
     convert,
     open_dataset,
 )
-from packer.backends import Backend
-from packer.datasets import PackedImageDataset
-from packer.folder import ImageFolderDataset
-from packer.manifest import IN_PROGRESS_NAME
+from packer.format.backends import Backend
+from packer.read.datasets import PackedImageDataset
+from packer.read.baseline import ImageFolderDataset
+from packer.format.manifest import IN_PROGRESS_NAME
 
 CLASSES = ["cat", "dog", "zebra fish", "éclair"]
 SAMPLES = [
@@ -307,7 +307,7 @@ def test_overlapping_decodes_leave_pillow_s_limit_as_it_was() -> None:
     """Two decodes that overlap (threads) must not leave Pillow's bomb limit lifted for good."""
     from PIL import Image
 
-    from packer.imagecheck import pixel_limit_lifted as _pixel_limit_lifted
+    from packer.source.imagecheck import pixel_limit_lifted as _pixel_limit_lifted
 
     original = Image.MAX_IMAGE_PIXELS
     first, second = _pixel_limit_lifted(), _pixel_limit_lifted()

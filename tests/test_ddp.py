@@ -1,7 +1,7 @@
 """Multi-node reading: two gloo ranks train a tiny DDP model from a packed dataset.
 
 Each rank reads through a ``DataLoader`` with a worker, once with ``DistributedSampler`` and
-once with :class:`packer.samplers.ShardAwareSampler`, and writes the sample indices it saw per
+once with :class:`packer.read.samplers.ShardAwareSampler`, and writes the sample indices it saw per
 epoch; the test checks that the ranks' epochs are disjoint, complete, of equal length and
 different from epoch to epoch, and that a fresh pair of processes resuming from the sampler's
 ``state_dict`` (taken after a few batches) reads exactly the rest of that epoch.
@@ -29,8 +29,8 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 import packer
-from packer.datasets import PackedImageDataset
-from packer.samplers import ShardAwareSampler
+from packer.read.datasets import PackedImageDataset
+from packer.read.samplers import ShardAwareSampler
 
 WORLD = 2
 CLASSES, PER_CLASS = 6, 10  # 60 samples: 30 per rank, no padding, so ranks must be disjoint

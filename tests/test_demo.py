@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from packer.backends import backend_names
-from packer.demo import BROKEN_FILES, format_demo, make_demo_tree, run_demo
+from packer.format.backends import backend_names
+from packer.tools.demo import BROKEN_FILES, format_demo, make_demo_tree, run_demo
 from packer.errors import OutputError
-from packer.imagefolder import scan_imagefolder
+from packer.source.imagefolder import scan_imagefolder
 
 
 def test_demo_tree_is_deterministic(tmp_path: Path) -> None:

@@ -14,10 +14,10 @@ from imagetools import STANDARD_IMAGES, Dir, Symlink, jpeg_bytes, png_bytes
 
 import packer
 from packer import EmptySourceError, SourceNotFoundError, UnknownNameError, convert, scan_imagefolder
-from packer.backends import Backend
-from packer.dryrun import ConversionPlan, format_plan, plan_conversion
-from packer.manifest import Manifest
-from packer.planning import plan_shards
+from packer.format.backends import Backend
+from packer.conversion.dryrun import ConversionPlan, format_plan, plan_conversion
+from packer.format.manifest import Manifest
+from packer.conversion.sharding import plan_shards
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
@@ -234,7 +234,7 @@ def test_plan_is_a_frozen_record(standard_tree: Path) -> None:
 
 
 def test_dryrun_imports_neither_torch_nor_click() -> None:
-    tree = ast.parse(Path(packer.__file__).with_name("dryrun.py").read_text(encoding="utf-8"))
+    tree = ast.parse((Path(packer.__file__).parent / "conversion" / "dryrun.py").read_text(encoding="utf-8"))
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module for node in ast.walk(tree)

@@ -17,9 +17,9 @@ import pytest
 from imagetools import dataset_snapshot, mixed_tree
 
 import packer
-from packer.backends import Backend
-from packer.engines import ExecutorEngine, LocalEngine, execute_task, open_engine
-from packer.manifest import MANIFEST_NAME
+from packer.format.backends import Backend
+from packer.conversion.engines import ExecutorEngine, LocalEngine, execute_task, open_engine
+from packer.format.manifest import MANIFEST_NAME
 
 SHARD_SIZE = "1500"
 
@@ -66,7 +66,7 @@ def test_thread_executor_with_progress_reports_every_file_once(tmp_path: Path, b
     engine = ExecutorEngine(cf.ThreadPoolExecutor(parallelism), parallelism, channel=channel)
     packer.convert(src, tmp_path / "local", to=backend.name, shard_size=shard_size, workers=1)
 
-    from packer import conversion
+    from packer.conversion import run as conversion
 
     real_bar = conversion._Bar
 

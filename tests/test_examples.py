@@ -16,7 +16,7 @@ import torch
 from imagetools import jpeg_bytes, write_tree
 
 import packer
-from packer.manifest import MANIFEST_NAME
+from packer.format.manifest import MANIFEST_NAME
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

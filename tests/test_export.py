@@ -14,12 +14,12 @@ from imagetools import image_bytes, standard_spec, tree_files, truncated_jpeg
 from PIL import Image
 
 import packer
-from packer.backends import Backend
+from packer.format.backends import Backend
 from packer.cli import cli
 from packer.errors import OutputError, OutputExistsError, UnknownNameError
-from packer.export import export_dataset, format_export
-from packer.manifest import Manifest
-from packer.shardset import ShardSet
+from packer.tools.export import export_dataset, format_export
+from packer.format.manifest import Manifest
+from packer.format.shardset import ShardSet
 
 
 def _convert(src: Path, dst: Path, backend: str = "lmdb", codec: str = "original",

@@ -20,15 +20,15 @@ from PIL import Image
 from torch.utils.data import DataLoader, default_collate
 
 import packer
-from packer import speedups
-from packer.backends import Backend
-from packer.backends.base import Arena
-from packer.batching import BatchSample
-from packer.decoding import open_picture, resolve_decoder
+from packer.read import speedups
+from packer.format.backends import Backend
+from packer.format.backends.base import Arena
+from packer.read.batching import BatchSample
+from packer.read.decoding import open_picture, resolve_decoder
 from packer.errors import MissingExtraError
-from packer.reencode import PixelsCodec
-from packer.resampling import resolve_resampler
-from packer.transforms import (
+from packer.format.codecs.reencode import PixelsCodec
+from packer.read.resampling import resolve_resampler
+from packer.read.transforms import (
     BatchTransform,
     CenterCropResize,
     Normalize,
@@ -279,7 +279,7 @@ def test_a_batch_buffer_is_reused_only_once_released(monkeypatch: pytest.MonkeyP
 
     from torch.multiprocessing import reductions
 
-    from packer import batching
+    from packer.read import batching
 
     monkeypatch.setattr(batching, "get_worker_info", lambda: object())  # as inside a worker
     monkeypatch.setattr(batching, "_pools", {})

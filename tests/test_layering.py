@@ -1,4 +1,8 @@
-"""Layering: the core converts and reads without torch or click; imports point down only."""
+"""Layering (DESIGN.md "Layers"): imports point down only, no cycles, torch and click where they belong.
+
+Every module under ``packer/`` is parsed (not imported), and every import in it counts: at the top,
+inside functions, under ``TYPE_CHECKING``, ``import packer.x`` as well as ``from packer import x``.
+"""
 
 from __future__ import annotations
 
@@ -14,59 +18,148 @@ import packer
 
 PACKAGE = Path(packer.__file__).parent
 
-#: Core modules (DESIGN.md "Layers"): torch-free and click-free.
-CORE = ["demo_tree", "errors", "durable", "sizes", "sourcefile", "imagefolder", "codecs", "planning",
-        "manifest", "sample_index", "destination", "shardset", "shardwork", "resume", "workers",
-        "conversion", "scheduling", "dryrun", "verify", "verify_report", "imagecheck",
-        "reencode", "engines", "merging", "jobplan", "arrayjob", "dask_engine", "selection", "sheet_draw",
-        "preview", "sheet_html", "export", "show", "cpus", "backends/__init__",
-        "backends/base", "backends/lmdb", "backends/hdf5"]
-#: What may import what, by layer: a module may import its own layer or lower ones.
-LAYER = {
-    "errors": 0, "durable": 1, "sizes": 1, "sourcefile": 1, "imagecheck": 1, "reencode": 1,
-    "imagefolder": 2, "codecs": 2, "planning": 2, "manifest": 2, "sample_index": 2,
-    "backends": 2, "backends.base": 2, "backends.lmdb": 2, "backends.hdf5": 2,
-    "destination": 3, "shardset": 3, "shardwork": 3, "resume": 3, "workers": 3,
-    "conversion": 4, "scheduling": 4, "engines": 4, "merging": 4, "jobplan": 3, "arrayjob": 1,
-    "dask_engine": 5, "samplers": 5, "selection": 1, "sheet_draw": 3, "preview": 4, "sheet_html": 4,
-    "export": 4, "show": 4, "loader": 5, "cpus": 1, "dryrun": 6, "verify": 4, "verify_report": 1,
-    "datasets": 4, "folder": 4, "transforms": 2, "bench": 5,
-    "cli": 7, "cli_samples": 7, "crop_resize": 2, "report": 5, "demo": 5, "__main__": 8,
-    "speedups": 1, "crop_params": 1, "normalize": 1, "demo_tree": 1, "decoding": 2, "resampling": 2,
-    "batching": 2, "profiling": 5,
+#: Layer of each top-level package or module; a module may import its own layer or lower ones.
+LAYERS = {
+    "errors": 0, "sizes": 0, "cpus": 0, "lazy": 0,
+    "source": 1,
+    "format": 2,
+    "conversion": 3, "read": 3,
+    "tools": 4,
+    "cli": 5,
+    "__main__": 6,
 }
+#: Packages of one layer that must not import each other.
+APART = [("conversion", "read")]
+#: The only modules that may import torch (the read side, and the tools that measure or show it).
+TORCH_HOMES = ("packer.read", "packer.tools.bench", "packer.tools.profiling", "packer.tools.demo")
+#: The only modules that may import click.
+CLICK_HOMES = ("packer.cli",)
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    names: set[str] = set()
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+PACKAGES = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+
+
+def _resolve(importer: str, node: ast.ImportFrom) -> str:
+    """The absolute module an ``ImportFrom`` names (relative imports resolved)."""
+    if node.level == 0:
+        return node.module or ""
+    base = importer.split(".")
+    if importer not in PACKAGES:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(module: str) -> set[str]:
+    """Every module ``module`` imports: ``from a import b`` counts as ``a.b`` when that is a module."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(module, node)
+            for alias in node.names:
+                child = f"{source}.{alias.name}"
+                found.add(child if child in MODULES else source)
+    return found
 
 
-@pytest.mark.parametrize("module", CORE)
-def test_core_modules_do_not_import_torch_or_click(module: str) -> None:
-    imported = _imports(PACKAGE / f"{module}.py")
-    top = {name.split(".")[0] for name in imported}
-    assert not top & {"torch", "click", "torchvision"}, imported
+def _layer(module: str) -> int:
+    top = module.split(".")[1] if "." in module else ""
+    return LAYERS[top]
 
 
-@pytest.mark.parametrize("module", CORE + ["datasets", "folder", "bench", "samplers", "loader", "speedups",
-                                            "crop_params", "normalize", "decoding", "resampling",
-                                            "crop_resize", "transforms", "batching", "profiling", "demo",
-                                            "demo_tree"])
+def _inside(module: str, homes: tuple[str, ...]) -> bool:
+    return any(module == home or module.startswith(home + ".") for home in homes)
+
+
+LAYERED = sorted(name for name in MODULES if name != "packer")
+
+
+def test_every_module_has_a_layer() -> None:
+    missing = sorted({name.split(".")[1] for name in LAYERED} - set(LAYERS))
+    assert not missing, f"no layer for {missing}: add them to LAYERS (and DESIGN.md)"
+
+
+@pytest.mark.parametrize("module", LAYERED)
 def test_imports_point_down(module: str) -> None:
-    own = LAYER[module.replace("/__init__", "").replace("/", ".")]
-    for name in _imports(PACKAGE / f"{module}.py"):
-        if name == "packer" or not name.startswith("packer."):
+    own = _layer(module)
+    for name in sorted(imports_of(module)):
+        if name == "packer":
+            pytest.fail(f"{module} imports from the top-level package (`from packer import ...`): "
+                        "import the module that defines the name")
+        if not name.startswith("packer."):
             continue
-        target = name.removeprefix("packer.")
-        assert target in LAYER, f"{module} imports {name}, which has no layer here"
-        assert LAYER[target] <= own, f"{module} (layer {own}) imports {name} (layer {LAYER[target]})"
+        assert name in MODULES, f"{module} imports {name}, which does not exist"
+        assert _layer(name) <= own, f"{module} (layer {own}) imports {name} (layer {_layer(name)})"
+        for left, right in APART:
+            for a, b in ((left, right), (right, left)):
+                assert not (_inside(module, (f"packer.{a}",)) and _inside(name, (f"packer.{b}",))), \
+                    f"{module} imports {name}: packer.{a} and packer.{b} never import each other"
+
+
+@pytest.mark.parametrize("module", LAYERED)
+def test_torch_and_click_only_where_they_belong(module: str) -> None:
+    top = {name.split(".")[0] for name in imports_of(module)}
+    if not _inside(module, TORCH_HOMES):
+        assert not top & {"torch", "torchvision"}, f"{module} imports torch; only {TORCH_HOMES} may"
+    if not _inside(module, CLICK_HOMES):
+        assert "click" not in top, f"{module} imports click; only {CLICK_HOMES} may"
+
+
+def _cycles() -> list[list[str]]:
+    """Every group of modules that import each other, directly or round a loop (Tarjan's SCCs)."""
+    graph = {name: sorted(n for n in imports_of(name) if n in MODULES and n != "packer")
+             for name in LAYERED}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1 or node in graph[node]:
+                groups.append(sorted(group))
+
+    for name in LAYERED:
+        if name not in index:
+            visit(name)
+    return groups
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles() == [], "modules that import each other: " + "; ".join(
+        " <-> ".join(group) for group in _cycles())
+
+
+def test_the_checker_sees_every_import_form() -> None:
+    """The checks above would catch the forms that slipped through in 0.1."""
+    assert "packer.conversion.engines.dask_cluster" in imports_of("packer.conversion.engines.select")
+    assert "packer.format.codecs.reencode" in imports_of("packer.format.codecs.jpeg")
+    assert _layer("packer.cli.formatting") > _layer("packer.tools.verify") > _layer("packer.conversion.run")
 
 
 _WITHOUT_TORCH = textwrap.dedent("""
@@ -74,8 +167,8 @@ _WITHOUT_TORCH = textwrap.dedent("""
     sys.modules["torch"] = None       # "import torch" now raises ImportError
     sys.modules["click"] = None
     sys.modules["torchvision"] = None
-    import packer, packer.conversion, packer.imagefolder, packer.backends.lmdb
-    import packer.backends.hdf5, packer.manifest, packer.shardset, packer.codecs
+    import packer, packer.conversion, packer.source, packer.format, packer.tools
+    from packer.format import ShardSet, get_codec
     from PIL import Image
     import io, os
     src, dst = sys.argv[1], sys.argv[2]
@@ -89,8 +182,9 @@ _WITHOUT_TORCH = textwrap.dedent("""
         out = os.path.join(dst, backend)
         result = packer.convert(src, out, to=backend)
         assert result.manifest.num_samples == 2, result.manifest
-        shards = packer.shardset.ShardSet(out)   # the torch-free read side
-        codec = packer.codecs.get_codec(shards.manifest.codec, shards.manifest.codec_params)
+        assert packer.verify_dataset(out, deep=True).ok
+        shards = ShardSet(out)   # the torch-free read side
+        codec = get_codec(shards.manifest.codec, shards.manifest.codec_params)
         assert codec.decode(shards.read(1)).getpixel((0, 0)) == (100, 20, 30)
     try:
         packer.open_dataset
@@ -112,3 +206,13 @@ def test_core_works_with_torch_and_click_blocked(tmp_path: Path) -> None:
                           check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "OK"
+
+
+def test_the_command_line_starts_without_torch() -> None:
+    """``packer --help`` and ``packer info`` must not pay for importing torch."""
+    code = ("import sys; from packer.cli import main; import packer.cli.formatting, packer.tools.verify; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

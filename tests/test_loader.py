@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sequential
 
 import packer
 from packer import cpus as cpus_module
-from packer.loader import (
+from packer.read.loader import (
     MAX_WORKERS,
     LoaderSettings,
     SeededRandomSampler,

@@ -21,7 +21,7 @@ from packer.errors import (
     NotADatasetError,
     PackerError,
 )
-from packer.manifest import (
+from packer.format.manifest import (
     FORMAT_VERSION,
     IN_PROGRESS_NAME,
     MANIFEST_NAME,
@@ -31,7 +31,7 @@ from packer.manifest import (
     ShardEntry,
     SkippedFile,
 )
-from packer.sample_index import INDEX_FILES, SampleIndex, write_sample_index
+from packer.format.sample_index import INDEX_FILES, SampleIndex, write_sample_index
 
 texts = st.text(max_size=20)
 counts = st.integers(0, 2**40)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from packer.planning import ShardPlan, plan_shards
+from packer.conversion.sharding import ShardPlan, plan_shards
 
 sizes_lists = st.lists(st.one_of(st.integers(0, 5000), st.just(-1)), max_size=200)
 shard_sizes = st.integers(1, 20_000)

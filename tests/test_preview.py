@@ -14,12 +14,12 @@ from imagetools import STANDARD_IMAGES, image_bytes, rgb_of, truncated_jpeg
 from PIL import Image, ImageOps
 
 import packer
-import packer.preview
-from packer.backends import Backend
+import packer.tools.preview
+from packer.format.backends import Backend
 from packer.cli import cli
-from packer.codecs import OriginalCodec
+from packer.format.codecs import OriginalCodec
 from packer.errors import UnknownNameError
-from packer.preview import (
+from packer.tools.preview import (
     MAX_SHEET_PIXELS,
     PAD,
     ContactSheet,
@@ -27,8 +27,8 @@ from packer.preview import (
     make_contact_sheet,
     write_contact_sheet,
 )
-from packer.selection import class_members, pick_samples, select_classes
-from packer.shardset import ShardSet
+from packer.tools.selection import class_members, pick_samples, select_classes
+from packer.format.shardset import ShardSet
 
 CODECS = [("original", {}), ("jpeg", {"resize": 16}), ("pixels", {"resize": 16})]
 
@@ -131,7 +131,7 @@ def test_unknown_class_lists_the_valid_names(packed: Path) -> None:
 
 def test_absurd_sheets_and_options_are_refused(packed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert MAX_SHEET_PIXELS == Image.MAX_IMAGE_PIXELS  # any viewer built on Pillow opens a sheet
-    monkeypatch.setattr(packer.preview, "MAX_SHEET_PIXELS", 100_000)
+    monkeypatch.setattr(packer.tools.preview, "MAX_SHEET_PIXELS", 100_000)
     with pytest.raises(ValueError, match=r"4 classes x 4 thumbnails of 128 px.*over the 100,000.*--classes"):
         make_contact_sheet(packed, per_class=4, thumb=128)
     for bad in ({"per_class": 0}, {"thumb": 8}, {"seed": -1}):
@@ -191,7 +191,7 @@ def test_cli_preview(packed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     unknown = runner.invoke(cli, ["preview", str(packed), "-o", str(out), "--classes", "cow"])
     assert unknown.exit_code == 1
     assert unknown.stderr.count("\n") == 1 and "'cat', 'dog', 'zebra fish', 'éclair'" in unknown.stderr
-    monkeypatch.setattr(packer.preview, "MAX_SHEET_PIXELS", 100_000)
+    monkeypatch.setattr(packer.tools.preview, "MAX_SHEET_PIXELS", 100_000)
     huge = runner.invoke(cli, ["preview", str(packed), "-o", str(out), "--thumb", "1024"])
     assert huge.exit_code == 2 and "--per-class" in huge.stderr
     assert runner.invoke(cli, ["preview", str(packed), "-o", str(out), "--per-class", "0"]).exit_code == 2

@@ -23,10 +23,10 @@ from click.testing import CliRunner
 from imagetools import dataset_snapshot, mixed_tree, png_bytes
 
 import packer
-from packer.backends import Backend
+from packer.format.backends import Backend
 from packer.cli import cli
 from packer.errors import IncompleteDatasetError, OutputExistsError, ResumeError
-from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
+from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -47,9 +47,9 @@ def _killed_run(src: Path, dst: Path, backend: str, patch: str,
     """Run `packer convert` in a child that applies ``patch`` (Python) first."""
     code = textwrap.dedent(f"""
         import os, signal, sys
-        import packer.conversion, packer.engines, packer.manifest
-        conv, man = sys.modules["packer.conversion"], sys.modules["packer.manifest"]
-        engines = sys.modules["packer.engines"]
+        import packer.conversion.run, packer.conversion.engines, packer.format.manifest
+        conv, man = sys.modules["packer.conversion.run"], sys.modules["packer.format.manifest"]
+        engines = sys.modules["packer.conversion.engines"]
         def die():
             os.kill(os.getpid(), signal.SIGKILL)
         {textwrap.indent(textwrap.dedent(patch), '        ').strip()}
@@ -255,8 +255,8 @@ def test_one_shard_is_packed_in_segments_with_the_same_bytes(tmp_path: Path,
 
 
 def test_segments_plan_covers_every_item_once() -> None:
-    from packer.scheduling import SEGMENTS_PER_WORKER, make_tasks
-    from packer.shardwork import SegmentTask, ShardTask
+    from packer.conversion.scheduling import SEGMENTS_PER_WORKER, make_tasks
+    from packer.conversion.tasks import SegmentTask, ShardTask
 
     items = tuple((f"c/{i}.jpg", 0, 100 + i) for i in range(50))
     shard = ShardTask(0, "shard-00000.lmdb", "/src", "/dst", "/dst/.tmp", "lmdb", "original",
@@ -270,7 +270,7 @@ def test_segments_plan_covers_every_item_once() -> None:
 
 
 def test_spawned_workers_give_the_same_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from packer import workers
+    from packer.conversion.engines import local as workers
 
     src = mixed_tree(tmp_path / "src")
     monkeypatch.setattr(workers, "START_METHOD", "fork")
@@ -281,7 +281,7 @@ def test_spawned_workers_give_the_same_dataset(tmp_path: Path, monkeypatch: pyte
 
 
 def test_start_method_follows_the_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    from packer import workers
+    from packer.conversion.engines import local as workers
 
     monkeypatch.setattr(workers, "START_METHOD", None)
     monkeypatch.setattr(workers.threading, "active_count", lambda: 1)

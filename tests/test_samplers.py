@@ -19,8 +19,8 @@ from imagetools import png_bytes, write_tree
 from torch.utils.data import DataLoader, Subset
 
 import packer
-from packer.backends import Backend
-from packer.samplers import ShardAwareSampler
+from packer.format.backends import Backend
+from packer.read.samplers import ShardAwareSampler
 
 sizes_st = st.lists(st.integers(0, 90), min_size=1, max_size=12)
 config_st = st.fixed_dictionaries({

@@ -12,11 +12,11 @@ from imagetools import grayscale_png, image_bytes
 from PIL import Image
 
 import packer
-from packer.backends import Backend
+from packer.format.backends import Backend
 from packer.cli import cli
 from packer.errors import NotADatasetError
-from packer.reencode import pixels_array
-from packer.show import format_sample_info, sample_bytes, sample_info, save_sample
+from packer.format.codecs.reencode import pixels_array
+from packer.tools.show import format_sample_info, sample_bytes, sample_info, save_sample
 
 
 def test_every_sample_is_described_as_its_source(packed: Path, standard_tree: Path,
@@ -96,7 +96,7 @@ def test_cli_show(packed: Path, standard_tree: Path, tmp_path: Path) -> None:
 
 
 def test_a_sample_that_does_not_decode_is_reported(packed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from packer.codecs import OriginalCodec
+    from packer.format.codecs import OriginalCodec
     from packer.errors import ShardError
 
     def broken(self: OriginalCodec, data: bytes) -> Image.Image:

@@ -24,9 +24,9 @@ from PIL import Image, JpegImagePlugin
 from torch.utils.data import DataLoader
 
 import packer
-from packer import speedups
-from packer.reencode import PixelsCodec, pixels_array
-from packer.transforms import (
+from packer.read import speedups
+from packer.format.codecs.reencode import PixelsCodec, pixels_array
+from packer.read.transforms import (
     DECODERS,
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -47,7 +47,7 @@ HERE_RESAMPLERS = [name for name in RESAMPLERS if name != "opencv" or speedups.o
 HERE_DECODERS = [name for name in DECODERS if name != "simplejpeg" or speedups.simplejpeg() is not None]
 #: How close each array resampler stays to Pillow's on the smooth test photos here: largest
 #: and mean absolute difference, PSNR. torch follows Pillow's filter; OpenCV's bilinear
-#: (used where the crop is enlarged) rounds a little differently (see packer.resampling).
+#: (used where the crop is enlarged) rounds a little differently (see packer.read.resampling).
 CLOSE = {"torch": (2, 0.5, 45.0), "opencv": (3, 0.5, 45.0)}
 
 

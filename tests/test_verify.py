@@ -14,12 +14,12 @@ import pytest
 from imagetools import image_bytes, write_tree
 
 import packer
-from packer.backends import Backend
-from packer.durable import sha256_file
+from packer.format.backends import Backend
+from packer.format.durable import sha256_file
 from packer.errors import IncompleteDatasetError, NotADatasetError, SourceNotFoundError
-from packer.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
-from packer.report import format_verify
-from packer.verify import MAX_LISTED, VerifyReport, verify_dataset
+from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
+from packer.cli.formatting import format_verify
+from packer.tools.verify import MAX_LISTED, VerifyReport, verify_dataset
 
 #: 3 classes of unequal size (4, 3, 5 images), tiny PNGs; ``shard_size`` cuts them into 4+ shards.
 SPEC = {f"{cls}/{i}.png": image_bytes(".png", 8, 8, seed)
@@ -318,7 +318,7 @@ def test_to_dict_is_json_with_stable_keys(dst: Path, src: Path) -> None:
 
 
 def test_verify_is_core_torch_and_click_free() -> None:
-    tree = ast.parse(Path(packer.__file__).with_name("verify.py").read_text(encoding="utf-8"))
+    tree = ast.parse((Path(packer.__file__).parent / "tools" / "verify.py").read_text(encoding="utf-8"))
     top = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
            for alias in node.names}
     top |= {node.module.split(".")[0] for node in ast.walk(tree)

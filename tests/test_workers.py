@@ -26,7 +26,7 @@ from imagetools import (
 from torch.utils.data import DataLoader, DistributedSampler
 
 from packer import convert, open_dataset
-from packer.backends import Backend, backend_names
+from packer.format.backends import Backend, backend_names
 
 NUM_SAMPLES = 40
 START_METHODS = ["fork", "spawn", "forkserver"]

@@ -1,0 +1,104 @@
+"""The ``packer`` commands that look at a dataset's samples: ``preview``, ``export``, ``show``.
+
+Thin, like the rest of the command line (:mod:`packer.cli` registers them on its group, which
+turns packer's errors into one line and an exit code): parse, call one library function, print.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+__all__ = ["export_command", "preview", "show"]
+
+_CLASSES_HELP = ("Only these classes: names separated by commas, or the option repeated "
+                 "[default: every class].")
+
+
+@click.command()
+@click.argument("dst", type=click.Path(path_type=str))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=str), required=True,
+              help="The file to write: a PNG, or an HTML page with --html.")
+@click.option("--per-class", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Thumbnails per class at most (one row per class).")
+@click.option("--classes", multiple=True, help=_CLASSES_HELP)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Which samples of each class are shown; the same seed shows the same ones.")
+@click.option("--thumb", type=click.IntRange(16, 1024), default=128, show_default=True,
+              help="Size of a thumbnail cell in pixels.")
+@click.option("--html", "as_html", is_flag=True,
+              help="Write one self-contained HTML page (the dataset summary and the same grid).")
+def preview(dst: str, out: str, per_class: int, classes: tuple[str, ...], seed: int, thumb: int,
+            as_html: bool) -> None:
+    """Draw a contact sheet of DST to check by eye that labels and images match.
+
+    One row per class, in class order: a header with its name and sample count, then up to
+    --per-class thumbnails of a seeded random choice of its samples in index order, each
+    captioned "class · #index". Images are decoded as the dataset returns them and fitted,
+    aspect kept, into square cells. A sample that does not decode gets a pink cell and a
+    warning. Sheets over 89,478,485 pixels are refused (exit 2): select fewer classes.
+    """
+    from packer.tools.preview import format_sheet, write_contact_sheet
+
+    try:
+        sheet = write_contact_sheet(dst, out, html=as_html, per_class=per_class,
+                                    classes=classes or None, seed=seed, thumb=thumb)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
+    click.echo(format_sheet(sheet, out))
+
+
+@click.command("export")
+@click.argument("dst", type=click.Path(path_type=str))
+@click.argument("out", type=click.Path(file_okay=False, path_type=str))
+@click.option("--classes", multiple=True, help=_CLASSES_HELP)
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="At most this many samples per class, the first ones in dataset order.")
+@click.option("--overwrite", is_flag=True,
+              help="Write into a non-empty OUT, replacing files of the same names; nothing is deleted.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
+def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | None, overwrite: bool,
+                   quiet: bool) -> None:
+    """Write DST back as an ImageFolder tree OUT/<class>/<image>.
+
+    Codec original: the files are the source's, byte for byte, at their original relative
+    paths (the tree equals the source minus the files that were never packed). Codec jpeg:
+    the stored JPEGs, renamed to .jpg; codec pixels: lossless PNGs, renamed to .png (names
+    already so suffixed are kept; a name taken already gets the suffix added: a.png.jpg).
+    Skipped files were never packed and are not exported; every class folder is made, even
+    an empty one. OUT must be new or empty (exit 3 otherwise, unless --overwrite).
+    """
+    from packer.tools.export import export_dataset, format_export
+
+    try:
+        result = export_dataset(dst, out, classes=classes or None, limit=limit, overwrite=overwrite,
+                                progress=not quiet)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
+    if not quiet:
+        click.echo(format_export(result))
+
+
+@click.command(context_settings={"ignore_unknown_options": True})  # so that INDEX may be -1
+@click.argument("dst", type=click.Path(path_type=str))
+@click.argument("index", type=int)
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Also write the sample's stored bytes, exactly, to this file.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
+def show(dst: str, index: int, out: str | None, as_json: bool) -> None:
+    """Describe sample INDEX of DST (negative counts from the end, as in Python).
+
+    Prints its relative path, class, stored size, codec and shard, and the stored image's
+    width x height, mode and format. -o writes the stored bytes: the source file for codec
+    original, a JPEG for jpeg, the raw record for pixels.
+    """
+    from packer.tools.show import format_sample_info, sample_info, save_sample
+
+    try:
+        info = sample_info(dst, index) if out is None else save_sample(dst, index, out)
+    except IndexError as err:
+        raise click.BadParameter(str(err), param_hint="INDEX") from None
+    click.echo(json.dumps(info.to_dict(), indent=2) if as_json else format_sample_info(info))
+    if out is not None and not as_json:
+        click.echo(f"wrote {info.stored_bytes} bytes to {out}")

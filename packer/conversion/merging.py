@@ -1,0 +1,191 @@
+"""Finish a conversion: check every planned shard, then write the sample index and manifest.
+
+(The module is ``merging``, not ``merge``, so that ``packer.merge`` is always the function.)
+
+``packer convert`` does this itself at the end of a run. Array jobs (``--num-tasks N
+--task-id I``) write disjoint sets of shards and no manifest; ``packer merge DST`` then runs
+once, anywhere, when all of them are done: it reads the plan from DST's marker (no scan of
+the source), requires every planned shard with a receipt that matches it, checks each shard
+file against its receipt's SHA-256, and writes ``index.json`` last. Merging a complete dataset
+does nothing. The manifest is the one a single local run writes (only ``created_at`` differs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from importlib import metadata
+
+from packer.conversion.destination import (
+    destination_state,
+    finish_destination,
+    read_marker,
+    remove_stray_temporaries,
+)
+from packer.format.durable import sha256_file
+from packer.errors import MissingShardsError, NotADatasetError, OutputError
+from packer.conversion.plan import JobPlan
+from packer.format.manifest import Manifest, ShardEntry
+from packer.format.sample_index import write_sample_index
+from packer.conversion.tasks import ShardResult, load_receipt, receipt_path
+
+__all__ = ["MergeResult", "build_manifest", "finished_shards", "merge", "unwritten_shards"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What :func:`merge` found and wrote."""
+
+    dst: str
+    manifest: Manifest
+    already_complete: bool = False
+
+
+def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult]) -> Manifest:
+    """Number the shards, write the sample index, then the manifest, last (atomically)."""
+    shards: list[ShardEntry] = []
+    relpaths: list[str] = []
+    targets: list[int] = []
+    for result in results:
+        shards.append(replace(result.entry, first=len(relpaths)))
+        relpaths.extend(result.relpaths)
+        targets.extend(result.targets)
+    counts = [0] * len(plan.classes)
+    for target in targets:
+        counts[target] += 1
+    options = plan.options
+    manifest = Manifest(
+        backend=options["backend"],
+        codec=options["codec"],
+        codec_params=options["codec_params"],
+        check=options["check"],
+        max_pixels=options["max_pixels"],
+        classes=plan.classes,
+        class_counts=tuple(counts),
+        shards=tuple(shards),
+        sample_index=write_sample_index(dst, relpaths, targets),
+        skipped=tuple(s for r in results for s in r.skipped),
+        scan=plan.scan,
+        source=plan.source,
+        created_by=f"packer {packer_version()}",
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        extra={"shard_size": options["shard_size"], "plan_fingerprint": plan.fingerprint},
+    )
+    manifest.save(dst)
+    return manifest
+
+
+def finished_shards(dst: str, plan: JobPlan) -> tuple[dict[int, ShardResult], list[int]]:
+    """Receipts of the planned shards that are finished, and the numbers of those that are not."""
+    found: dict[int, ShardResult] = {}
+    missing: list[int] = []
+    for number, (name, fingerprint) in enumerate(zip(plan.shard_names, plan.shard_fingerprints,
+                                                     strict=True)):
+        receipt = load_receipt(dst, name)
+        if receipt is not None and receipt.fingerprint == fingerprint:
+            found[number] = receipt
+        else:
+            missing.append(number)
+    return found, missing
+
+
+def unwritten_shards(dst: str, plan: JobPlan) -> list[int]:
+    """Numbers of the planned shards whose file or receipt is not in DST yet: a cheap look
+    (no receipt is read; :func:`finished_shards` reads and checks them all)."""
+    return [number for number, name in enumerate(plan.shard_names)
+            if not (os.path.exists(receipt_path(dst, name)) and os.path.exists(os.path.join(dst, name)))]
+
+
+def _describe(plan: JobPlan, numbers: list[int], limit: int = 10) -> str:
+    names = []
+    for number in numbers[:limit]:
+        task = plan.task_of(number)
+        owner = f" (task {task} of {plan.num_tasks})" if task is not None else ""
+        names.append(plan.shard_names[number] + owner)
+    more = f" and {len(numbers) - limit} more" if len(numbers) > limit else ""
+    return ", ".join(names) + more
+
+
+def _rerun_hint(plan: JobPlan, numbers: list[int]) -> str:
+    if plan.num_tasks is None:
+        return "run the same `packer convert` with --resume to write them"
+    tasks = sorted({number % plan.num_tasks for number in numbers})
+    listed = ",".join(str(t) for t in tasks)
+    return (f"run task(s) {listed} of {plan.num_tasks} again (`packer convert ... --num-tasks "
+            f"{plan.num_tasks} --task-id I`; a finished shard is kept), then `packer merge` again")
+
+
+def merge(dst: str | os.PathLike[str], *, verify: bool = True,
+          on_shard: Callable[[str], None] | None = None) -> MergeResult:
+    """Write DST's manifest once every planned shard is there; a no-op on a complete dataset.
+
+    Args:
+        dst: The destination of a conversion (typically of array tasks).
+        verify: Hash every shard file and compare it with its receipt first (reads all data
+            once); a shard that does not match is removed, with its receipt, so that re-running
+            its task writes it again.
+        on_shard: Called with each shard's name as it is checked (for a progress bar).
+
+    Raises:
+        MissingShardsError: planned shards are missing, unfinished or damaged; the message
+            names them and the tasks to run again.
+        NotADatasetError: DST holds no conversion.
+        OutputError: DST's conversion recorded no plan, or the manifest could not be written.
+    """
+    path = os.path.abspath(os.fspath(dst))
+    state = destination_state(path)
+    if state == "complete":
+        return MergeResult(path, Manifest.load(path), already_complete=True)
+    if state != "partial":
+        raise NotADatasetError(f"{path!r} holds no packer conversion to merge: give the DST of "
+                               "`packer convert`.")
+    plan = JobPlan.from_marker(read_marker(path), path)
+    found, missing = finished_shards(path, plan)
+    if missing:
+        raise MissingShardsError(
+            f"Cannot merge {path!r}: {len(missing)} of {len(plan.shard_names)} shard files are missing "
+            f"or unfinished: {_describe(plan, missing)}. Wait for running tasks to finish, or "
+            f"{_rerun_hint(plan, missing)}.", missing=[plan.shard_names[n] for n in missing])
+    damaged = []
+    for number, result in sorted(found.items()):
+        if on_shard is not None:
+            on_shard(result.entry.path)
+        if verify and sha256_file(os.path.join(path, result.entry.path)) != result.entry.sha256:
+            damaged.append(number)
+    if damaged:
+        for number in damaged:
+            _forget(path, plan.shard_names[number])
+        raise MissingShardsError(
+            f"Cannot merge {path!r}: {len(damaged)} shard file(s) do not match the checksum their "
+            f"task recorded and were removed: {_describe(plan, damaged)}. Then {_rerun_hint(plan, damaged)}.",
+            missing=[plan.shard_names[n] for n in damaged])
+    try:
+        remove_stray_temporaries(path)
+        manifest = build_manifest(path, plan, [found[n] for n in range(len(plan.shard_names))])
+        finish_destination(path)
+    except OSError as err:
+        raise OutputError(f"Writing the manifest of {path!r} failed: {err.strerror or err}. Fix it "
+                          "(free space?), then run `packer merge` again.") from err
+    log.info("merged %d shards into %s", len(manifest.shards), path)
+    return MergeResult(path, manifest)
+
+
+def _forget(dst: str, name: str) -> None:
+    """Remove a damaged shard and its receipt, so that its task writes it again."""
+    for victim in (receipt_path(dst, name), os.path.join(dst, name)):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(victim)
+
+
+def packer_version() -> str:
+    """The installed packer's version, for ``created_by``."""
+    try:
+        return metadata.version("packer")
+    except metadata.PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,86 @@
+"""What makes two conversions "the same run", so that ``resume`` can finish an interrupted one.
+
+A conversion records a fingerprint of its plan (source path, options, classes, and every
+source file's relative path, label and size) in its in-progress marker, and each finished
+shard records the fingerprint of its own inputs in its receipt. ``resume`` continues only when
+the plan is unchanged, keeps each shard whose receipt matches, and redoes the rest. (A file
+rewritten in place with the same size is not noticed here; ``packer verify --against SRC``
+compares bytes.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+from packer.errors import ResumeError
+from packer.source.imagefolder import FolderIndex
+from packer.conversion.tasks import ShardResult, load_receipt
+
+__all__ = ["check_resumable", "keep_finished_shards", "plan_fingerprint", "shard_fingerprint"]
+
+
+def _digest(payload: dict[str, Any]) -> str:
+    text = json.dumps(payload, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def plan_fingerprint(src: str, options: dict[str, Any], index: FolderIndex) -> str:
+    """Identity of a conversion plan: equal fingerprints give equal datasets."""
+    return _digest({
+        "source": src,
+        "options": options,
+        "classes": index.classes,
+        "items": [(item.relpath, item.label, item.size) for item in index.items],
+    })
+
+
+def shard_fingerprint(index: int, options: dict[str, Any],
+                      items: tuple[tuple[str, int, int], ...]) -> str:
+    """Identity of a shard's inputs, kept in its receipt: same fingerprint, same shard bytes."""
+    return _digest({"index": index, "options": options, "items": items})
+
+
+def check_resumable(dst: str, marker: dict[str, Any], fingerprint: str, src: str,
+                    options: dict[str, Any], num_items: int) -> None:
+    """Refuse to resume a run whose source or options differ from this one's.
+
+    Raises:
+        ResumeError: the message says what differs and how to start again.
+    """
+    if marker.get("fingerprint") == fingerprint:
+        return
+    if not marker.get("fingerprint"):
+        why = "its plan was not recorded (it stopped before writing anything)"
+    elif marker.get("source") != src:
+        why = f"it converted {marker.get('source')!r}, not {src!r}"
+    elif marker.get("options") != options:
+        then = marker.get("options") or {}
+        changed = sorted(k for k in set(then) | set(options) if then.get(k) != options.get(k))
+        why = "options differ: " + ", ".join(f"{k} was {then.get(k)!r}, now {options.get(k)!r}"
+                                             for k in changed)
+    else:
+        why = (f"the source tree changed since ({marker.get('items')} images then, {num_items} now, "
+               "or files renamed or resized)")
+    raise ResumeError(f"Cannot resume the conversion in {dst!r}: {why}. Run the same command as "
+                      "before with --resume, or start again with --overwrite.")
+
+
+def keep_finished_shards(dst: str, names: list[str], fingerprints: list[str]) -> dict[int, ShardResult]:
+    """The shards already finished in DST for this plan; delete shard files that are not.
+
+    A shard is kept when its file and receipt are both present, its size matches the receipt
+    and the receipt's fingerprint matches the planned shard. Its file is never rewritten.
+    """
+    kept: dict[int, ShardResult] = {}
+    for index, (name, fingerprint) in enumerate(zip(names, fingerprints, strict=True)):
+        receipt = load_receipt(dst, name)
+        if receipt is not None and receipt.fingerprint == fingerprint:
+            kept[index] = receipt
+            continue
+        path = os.path.join(dst, name)
+        if os.path.lexists(path):
+            os.unlink(path)
+    return kept

@@ -1,0 +1,308 @@
+"""One unit of conversion work: pack one planned shard, in whatever process runs it.
+
+A :class:`ShardTask` carries everything a worker needs (it pickles small and holds no handle);
+:func:`write_shard` reads, checks and encodes each source file, writes the shard under
+``DST/.tmp`` with a name no other attempt uses, fsyncs and hashes it, renames it into place and
+then writes its receipt ``DST/.receipts/<shard>.json``. A shard file with a matching receipt is
+finished: ``--resume`` keeps it untouched. Running the same task twice gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from packer.format.backends import ShardWriter, get_backend
+from packer.format.codecs import Codec, get_codec
+from packer.conversion.destination import RECEIPTS_DIR
+from packer.format.durable import atomic_write_bytes, fsync_dir, sha256_file
+from packer.errors import BadImageError, SourceError
+from packer.format.manifest import ShardEntry, SkippedFile
+from packer.source.sourcefile import UnpackableFile, read_source
+
+__all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardResult", "ShardTask",
+           "load_receipt", "receipt_path", "write_segment", "write_shard"]
+
+
+#: ``notify(event, relpath)``: ``"file"`` before a file is read (so a crash can be pinned on
+#: it), then ``"packed"`` or ``"skipped"``.
+Notify = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """Everything needed to pack shard ``index``: source items, options, where to write."""
+
+    index: int
+    name: str
+    src: str
+    dst: str
+    staging: str
+    backend: str
+    codec: str
+    check: str
+    max_pixels: int
+    strict: bool
+    planned_bytes: int
+    items: tuple[tuple[str, int, int], ...]
+    fingerprint: str
+    codec_params: dict[str, Any] = field(default_factory=dict)
+    crashed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def shard(self) -> ShardTask:
+        """The shard this task writes: itself (the pool asks every task this)."""
+        return self
+
+    def run(self, notify: Notify) -> ShardResult:
+        """Do the work (in a worker process)."""
+        return write_shard(self, notify)
+
+    def with_crash(self, relpath: str, detail: str) -> ShardTask:
+        """The same task, with ``relpath`` known to crash the decoder: it is skipped."""
+        return replace(self, crashed={**self.crashed, relpath: detail})
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """A finished shard: its manifest entry and the samples and skips it holds, in order."""
+
+    entry: ShardEntry
+    relpaths: tuple[str, ...]
+    targets: tuple[int, ...]
+    skipped: tuple[SkippedFile, ...]
+    bytes_in: int
+    fingerprint: str
+
+    def to_json(self) -> str:
+        """The receipt's text."""
+        return json.dumps(asdict(self), sort_keys=True) + "\n"
+
+
+def receipt_path(dst: str, name: str) -> str:
+    """Where shard ``name`` of ``dst`` leaves its receipt once finished."""
+    return os.path.join(dst, RECEIPTS_DIR, name + ".json")
+
+
+def load_receipt(dst: str, name: str) -> ShardResult | None:
+    """The receipt of a finished shard, or None when it is missing, damaged or not finished."""
+    try:
+        with open(receipt_path(dst, name), encoding="utf-8", errors="surrogateescape") as handle:
+            data = json.load(handle)
+        result = ShardResult(
+            entry=ShardEntry(**data["entry"]),
+            relpaths=tuple(data["relpaths"]),
+            targets=tuple(data["targets"]),
+            skipped=tuple(SkippedFile(**s) for s in data["skipped"]),
+            bytes_in=int(data["bytes_in"]),
+            fingerprint=str(data["fingerprint"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        finished = os.path.getsize(os.path.join(dst, name)) == result.entry.num_bytes
+    except OSError:
+        finished = False
+    return result if finished else None
+
+
+def _pack_bytes(task: ShardTask, codec: Codec, relpath: str, size: int) -> bytes:
+    """Read and encode one file; UnpackableFile says why it cannot be packed."""
+    path = os.path.join(task.src, *relpath.split("/"))
+    try:
+        data = read_source(path)
+    except FileNotFoundError as err:
+        raise SourceError(f"Source file {path!r} vanished during the conversion: restore it (or "
+                          "re-plan with --overwrite), then run the same command with --resume.") from err
+    except OSError as err:
+        raise SourceError(f"Reading {path!r} failed: {err}. Fix the storage, then run the same "
+                          "command with --resume.") from err
+    if size >= 0 and len(data) != size:
+        raise SourceError(f"Source file {path!r} changed during the conversion ({size} bytes when "
+                          f"scanned, {len(data)} now): convert again with --overwrite.")
+    return codec.encode(data, check=task.check, max_pixels=task.max_pixels)
+
+
+@dataclass
+class _Packed:
+    """What packing a run of items produced, in order."""
+
+    relpaths: list[str] = field(default_factory=list)
+    targets: list[int] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    bytes_in: int = 0
+
+
+def _pack_items(task: ShardTask, items: tuple[tuple[str, int, int], ...],
+                sink: Callable[[bytes], object], notify: Notify) -> _Packed:
+    """Read, check and encode ``items`` in order, handing each payload to ``sink``."""
+    packed = _Packed()
+    codec = get_codec(task.codec, task.codec_params)
+    for relpath, label, size in items:
+        notify("file", relpath)
+        if relpath in task.crashed:
+            bad = UnpackableFile("decode_error", task.crashed[relpath])
+        else:
+            try:
+                payload = _pack_bytes(task, codec, relpath, size)
+            except UnpackableFile as err:
+                bad = err
+            else:
+                sink(payload)
+                packed.relpaths.append(relpath)
+                packed.targets.append(label)
+                packed.sizes.append(len(payload))
+                packed.bytes_in += size
+                notify("packed", relpath)
+                continue
+        if task.strict:
+            raise BadImageError(f"{os.path.join(task.src, relpath)!r} cannot be packed: "
+                                f"{bad.reason} ({bad.detail}). Fix or remove the file, or "
+                                "convert without --strict to skip and list it.",
+                                path=relpath, reason=bad.reason)
+        packed.skipped.append(SkippedFile(relpath, bad.reason, bad.detail))
+        notify("skipped", relpath)
+    return packed
+
+
+def _temporary(task: ShardTask, what: str) -> str:
+    """A staging path no other attempt uses (a dead worker's leftovers never collide)."""
+    return os.path.join(task.staging, f"{task.name}{what}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+
+
+def _publish(task: ShardTask, tmp_path: str, packed: _Packed) -> ShardResult:
+    """Hash the written shard, rename it into DST, fsync, then write its receipt."""
+    try:
+        checksum, num_bytes = sha256_file(tmp_path), os.path.getsize(tmp_path)
+        os.replace(tmp_path, os.path.join(task.dst, task.name))
+    except BaseException:
+        if os.path.exists(tmp_path):
+            os.unlink(tmp_path)
+        raise
+    fsync_dir(task.dst)
+    first = -1  # global numbering is only known once every earlier shard is done
+    result = ShardResult(ShardEntry(task.name, first, len(packed.relpaths), num_bytes, checksum),
+                         tuple(packed.relpaths), tuple(packed.targets), tuple(packed.skipped),
+                         packed.bytes_in, task.fingerprint)
+    os.makedirs(os.path.join(task.dst, RECEIPTS_DIR), exist_ok=True)
+    receipt = result.to_json().encode("utf-8", "surrogateescape")
+    atomic_write_bytes(receipt_path(task.dst, task.name), receipt)
+    return result
+
+
+def write_shard(task: ShardTask, notify: Notify) -> ShardResult:
+    """Pack ``task`` into ``DST/<name>`` and its receipt; see the module docstring.
+
+    Raises:
+        BadImageError: under ``strict``, the first file that cannot be packed.
+        SourceError: a source file vanished, changed or could not be read (I/O error).
+        ShardError, OSError: the shard could not be written (disk full, read-only, ...).
+    """
+    tmp_path = _temporary(task, "")
+    with get_backend(task.backend).writer(tmp_path, capacity=max(task.planned_bytes, 1)) as writer:
+        packed = _pack_items(task, task.items, writer.write, notify)
+    return _publish(task, tmp_path, packed)
+
+
+@dataclass(frozen=True)
+class SegmentResult:
+    """Payloads of one segment, back to back in a staging file, with what they are."""
+
+    shard: int
+    segment: int
+    path: str
+    packed: _Packed
+
+
+def write_segment(task: SegmentTask, notify: Notify) -> SegmentResult:
+    """Pack items ``start:stop`` of a shard into a staging file (no shard is written yet).
+
+    Used when there are fewer shards than workers: the segments of a shard are packed in
+    parallel, then a :class:`ShardAssembler` writes the shard from them, byte for byte what
+    :func:`write_shard` would have written.
+    """
+    shard = task.shard
+    path = _temporary(shard, f".segment-{task.segment:04d}")
+    try:
+        with open(path, "wb") as spill:
+            packed = _pack_items(shard, shard.items[task.start:task.stop], spill.write, notify)
+    except BaseException:
+        if os.path.exists(path):
+            os.unlink(path)
+        raise
+    return SegmentResult(shard.index, task.segment, path, packed)
+
+
+class ShardAssembler:
+    """Writes a segmented shard as its segments arrive, in order, then publishes it.
+
+    Runs in the coordinator while workers pack later segments, so writing overlaps decoding;
+    the bytes are exactly those :func:`write_shard` would have written.
+    """
+
+    def __init__(self, task: ShardTask, segments: int) -> None:
+        self.task = task
+        self._total = segments
+        self._next = 0
+        self._waiting: dict[int, SegmentResult] = {}
+        self._whole = _Packed()
+        self._tmp_path = _temporary(task, "")
+        self._writer: ShardWriter | None = None
+
+    def add(self, segment: SegmentResult) -> ShardResult | None:
+        """Take one finished segment; return the published shard once all are in."""
+        self._waiting[segment.segment] = segment
+        while self._next in self._waiting:
+            self._append(self._waiting.pop(self._next))
+            self._next += 1
+        if self._next < self._total:
+            return None
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+        return _publish(self.task, self._tmp_path, self._whole)
+
+    def _append(self, segment: SegmentResult) -> None:
+        if self._writer is None:
+            backend = get_backend(self.task.backend)
+            self._writer = backend.writer(self._tmp_path, capacity=max(self.task.planned_bytes, 1))
+        with open(segment.path, "rb") as spill:
+            for size in segment.packed.sizes:
+                self._writer.write(spill.read(size))
+        self._writer.sync()  # flush while workers still decode: less to wait for at close
+        os.unlink(segment.path)
+        whole, part = self._whole, segment.packed
+        whole.relpaths += part.relpaths
+        whole.targets += part.targets
+        whole.skipped += part.skipped
+        whole.sizes += part.sizes
+        whole.bytes_in += part.bytes_in
+
+    def abort(self) -> None:
+        """Drop the partial shard (the run failed elsewhere)."""
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None
+
+
+@dataclass(frozen=True)
+class SegmentTask:
+    """Items ``start:stop`` of ``shard``, packed into a staging file by one worker."""
+
+    shard: ShardTask
+    segment: int
+    start: int
+    stop: int
+
+    def run(self, notify: Notify) -> SegmentResult:
+        """Do the work (in a worker process)."""
+        return write_segment(self, notify)
+
+    def with_crash(self, relpath: str, detail: str) -> SegmentTask:
+        """The same task, with ``relpath`` known to crash the decoder."""
+        return replace(self, shard=self.shard.with_crash(relpath, detail))

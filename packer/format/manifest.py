@@ -1,0 +1,256 @@
+"""The manifest ``DST/index.json``: what a packed dataset holds, written last to mean "complete".
+
+A conversion first writes ``DST/.packer-in-progress`` (the marker), then the shards and the
+sample index, then ``index.json`` atomically, then removes the marker. So a directory with
+``index.json`` is complete, one with only the marker is an interrupted conversion, and one
+with neither is not a packer dataset. JSON is written with sorted keys and two-space indent so
+that two runs of the same conversion differ only in ``created_at``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, Final, get_args, get_origin, get_type_hints
+
+from packer.format.durable import atomic_write_bytes
+from packer.errors import IncompleteDatasetError, ManifestError, NotADatasetError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "IN_PROGRESS_NAME",
+    "MANIFEST_NAME",
+    "FileEntry",
+    "Manifest",
+    "ScanInfo",
+    "ShardEntry",
+    "SkippedFile",
+]
+
+FORMAT_VERSION: Final = 1
+MANIFEST_NAME: Final = "index.json"
+IN_PROGRESS_NAME: Final = ".packer-in-progress"
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """A file of the dataset with its size and checksum (sample index arrays)."""
+
+    path: str
+    num_bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShardEntry:
+    """One shard: its file, the global index of its first sample, its size and checksum."""
+
+    path: str
+    first: int
+    num_samples: int
+    num_bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedFile:
+    """A source file with an image name that was not packed, and why (a reason code)."""
+
+    path: str
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScanInfo:
+    """How the tree was scanned, including what ImageFolder would have done differently."""
+
+    filter: str
+    extensions: tuple[str, ...]
+    include_hidden: bool
+    symlink_loops: str
+    ignored_hidden: tuple[str, ...] = ()
+    cut_symlink_loops: tuple[str, ...] = ()
+    unreadable_dirs: tuple[str, ...] = ()
+    other_files: int = 0
+    root_files: int = 0
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Self-description of a packed dataset."""
+
+    backend: str
+    codec: str
+    codec_params: dict[str, Any]
+    check: str
+    max_pixels: int
+    classes: tuple[str, ...]
+    class_counts: tuple[int, ...]
+    shards: tuple[ShardEntry, ...]
+    sample_index: dict[str, FileEntry]
+    skipped: tuple[SkippedFile, ...]
+    scan: ScanInfo
+    source: str
+    created_by: str
+    created_at: str
+    format_version: int = FORMAT_VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_samples(self) -> int:
+        """Samples in the dataset (skipped files excluded)."""
+        return sum(shard.num_samples for shard in self.shards)
+
+    @property
+    def num_bytes(self) -> int:
+        """Bytes of every shard and sample-index file."""
+        return (sum(s.num_bytes for s in self.shards)
+                + sum(f.num_bytes for f in self.sample_index.values()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``num_samples`` and ``format`` are added for readers of the file."""
+        data = asdict(self)
+        data["format"] = "packer"
+        data["num_samples"] = self.num_samples
+        return data
+
+    def to_json(self) -> str:
+        """Stable JSON text: sorted keys, two-space indent, trailing newline."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = "<string>") -> Manifest:
+        """Parse and validate manifest text.
+
+        Raises:
+            ManifestError: malformed JSON, a missing or ill-typed field, or a newer format;
+                the message names ``source`` and the field.
+        """
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ManifestError(f"{source} is not valid JSON ({err}); the dataset is damaged: "
+                                "re-convert it.") from err
+        if not isinstance(data, dict) or data.get("format") != "packer":
+            raise ManifestError(f"{source} is not a packer manifest.")
+        version = data.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise ManifestError(f"{source} has format version {version!r}; this packer reads "
+                                f"version {FORMAT_VERSION} or older: upgrade packer.")
+        try:
+            return cls(
+                backend=_get(data, "backend", str, source),
+                codec=_get(data, "codec", str, source),
+                codec_params=_get(data, "codec_params", dict, source),
+                check=_get(data, "check", str, source),
+                max_pixels=_get(data, "max_pixels", int, source),
+                classes=_get_items(data, "classes", str, source),
+                class_counts=_get_items(data, "class_counts", int, source),
+                shards=tuple(_record(ShardEntry, s, source, f"shards[{i}]")
+                             for i, s in enumerate(_get(data, "shards", list, source))),
+                sample_index={k: _record(FileEntry, v, source, f"sample_index[{k!r}]")
+                              for k, v in _get(data, "sample_index", dict, source).items()},
+                skipped=tuple(_record(SkippedFile, s, source, f"skipped[{i}]")
+                              for i, s in enumerate(_get(data, "skipped", list, source))),
+                scan=_record(ScanInfo, _get(data, "scan", dict, source), source, "scan"),
+                source=_get(data, "source", str, source),
+                created_by=_get(data, "created_by", str, source),
+                created_at=_get(data, "created_at", str, source),
+                format_version=version,
+                extra=_get(data, "extra", dict, source) if "extra" in data else {},
+            )
+        except TypeError as err:
+            raise ManifestError(f"{source} has a malformed entry ({err}); re-convert.") from err
+
+    def save(self, root: str | os.PathLike[str]) -> str:
+        """Write ``root/index.json`` atomically and durably; return its path."""
+        path = os.path.join(os.fspath(root), MANIFEST_NAME)
+        atomic_write_bytes(path, self.to_json().encode("utf-8"))
+        return path
+
+    @classmethod
+    def load(cls, root: str | os.PathLike[str]) -> Manifest:
+        """Read ``root/index.json``.
+
+        Raises:
+            NotADatasetError: ``root`` is missing or holds no packer dataset.
+            IncompleteDatasetError: a conversion into ``root`` started and never finished.
+            ManifestError: the manifest is damaged or from a newer packer.
+        """
+        top = os.fspath(root)
+        path = os.path.join(top, MANIFEST_NAME)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except (FileNotFoundError, NotADirectoryError):
+            if os.path.exists(os.path.join(top, IN_PROGRESS_NAME)):
+                raise IncompleteDatasetError(
+                    f"{top!r} is incomplete: a conversion into it was interrupted before it wrote "
+                    f"{MANIFEST_NAME}. Finish it by running the same `packer convert` with "
+                    "--resume (after array tasks: `packer merge`), or start again with "
+                    "--overwrite.") from None
+            if not os.path.isdir(top):
+                what = "is not a directory" if os.path.exists(top) else "does not exist"
+                raise NotADatasetError(f"{top!r} {what}: give the DST of a "
+                                       "`packer convert`.") from None
+            raise NotADatasetError(f"{top!r} is not a packer dataset (no {MANIFEST_NAME}): give "
+                                   "the DST of a finished `packer convert`.") from None
+        return cls.from_json(text, source=path)
+
+
+def _get(data: dict[str, Any], key: str, kind: type, source: str) -> Any:
+    if key not in data:
+        raise ManifestError(f"{source} lacks the field {key!r}; re-convert the dataset.")
+    value = data[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ManifestError(f"{source}: field {key!r} should be {kind.__name__}, "
+                            f"not {type(value).__name__}; re-convert the dataset.")
+    return value
+
+
+def _is(kind: type, value: Any) -> bool:
+    """``isinstance`` for JSON values, where a bool is not an int."""
+    return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+
+
+def _get_items(data: dict[str, Any], key: str, kind: type, source: str) -> tuple[Any, ...]:
+    items = _get(data, key, list, source)
+    for position, value in enumerate(items):
+        if not _is(kind, value):
+            raise ManifestError(f"{source}: {key}[{position}] should be {kind.__name__}, not "
+                                f"{type(value).__name__}; re-convert the dataset.")
+    return tuple(items)
+
+
+def _record(cls: type[Any], data: Any, source: str, where: str) -> Any:
+    """Build the record dataclass ``cls`` from a JSON object, checking every field's type."""
+    if not isinstance(data, dict):
+        raise ManifestError(f"{source}: {where} should be an object, not {type(data).__name__}; "
+                            "re-convert the dataset.")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    missing = sorted(name for name, f in known.items() if name not in data
+                     and f.default is MISSING and f.default_factory is MISSING)
+    if unknown or missing:
+        what = "; ".join(part for part in (f"unknown field(s) {unknown}" if unknown else "",
+                                           f"missing field(s) {missing}" if missing else "") if part)
+        raise ManifestError(f"{source}: {where} has {what}; re-convert the dataset.")
+    hints = get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        kind = hints[name]
+        if get_origin(kind) is tuple:
+            item_kind = get_args(kind)[0]
+            ok = isinstance(value, list) and all(_is(item_kind, v) for v in value)
+            value = tuple(value) if ok else value
+            expected = f"a list of {item_kind.__name__}"
+        else:
+            ok = _is(kind, value)
+            expected = kind.__name__
+        if not ok:
+            raise ManifestError(f"{source}: {where}.{name} should be {expected}, not "
+                                f"{type(value).__name__}; re-convert the dataset.")
+        values[name] = value
+    return cls(**values)

@@ -1,0 +1,101 @@
+"""Per-sample labels and relative paths, as compact arrays shared through the page cache.
+
+Layout inside DST (format version 1):
+
+* ``samples/targets.npy``: ``int64[N]``, the class index of each packed sample;
+* ``samples/path_offsets.npy``: ``int64[N+1]``; path ``i`` is ``paths.bin[o[i]:o[i+1]]``;
+* ``samples/paths.bin``: every relative path (POSIX separators) as UTF-8 with
+  ``surrogateescape``, so names that are not valid UTF-8 round-trip to the same bytes.
+
+Readers memory-map these files lazily, so a million samples cost every DataLoader worker
+almost nothing (no Python list per worker: the copy-on-read growth of pytorch issue 13246).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+
+from packer.format.durable import atomic_write_bytes
+from packer.format.manifest import FileEntry
+
+__all__ = ["INDEX_FILES", "SampleIndex", "write_sample_index"]
+
+INDEX_FILES: Final[dict[str, str]] = {
+    "targets": "samples/targets.npy",
+    "path_offsets": "samples/path_offsets.npy",
+    "paths": "samples/paths.bin",
+}
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def write_sample_index(root: str, relpaths: Sequence[str], targets: Sequence[int]) -> dict[str, FileEntry]:
+    """Write the three sample-index files under ``root`` durably; return their manifest entries."""
+    encoded = [p.encode("utf-8", "surrogateescape") for p in relpaths]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    contents = {
+        "targets": _npy_bytes(np.asarray(targets, dtype=np.int64)),
+        "path_offsets": _npy_bytes(offsets),
+        "paths": b"".join(encoded),
+    }
+    os.makedirs(os.path.join(root, "samples"), exist_ok=True)
+    entries: dict[str, FileEntry] = {}
+    for name, data in contents.items():
+        path = os.path.join(root, INDEX_FILES[name])
+        atomic_write_bytes(path, data)
+        # Hash the bytes in hand: atomic_write_bytes fsynced exactly these to disk.
+        entries[name] = FileEntry(INDEX_FILES[name], len(data), hashlib.sha256(data).hexdigest())
+    return entries
+
+
+class SampleIndex:
+    """Lazily memory-mapped labels and paths of a packed dataset; cheap to pickle."""
+
+    def __init__(self, root: str, num_samples: int) -> None:
+        self.root = root
+        self.num_samples = num_samples
+        self._targets: np.ndarray | None = None
+        self._offsets: np.ndarray | None = None
+        self._paths: np.ndarray | None = None
+
+    def _map(self, name: str) -> np.ndarray:
+        path = os.path.join(self.root, INDEX_FILES[name])
+        if name == "paths":
+            if os.path.getsize(path) == 0:
+                return np.zeros(0, dtype=np.uint8)
+            return np.memmap(path, dtype=np.uint8, mode="r")
+        array: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
+        return array
+
+    @property
+    def targets(self) -> np.ndarray:
+        """``int64[N]`` class indices, memory-mapped read-only."""
+        if self._targets is None:
+            self._targets = self._map("targets")
+        return self._targets
+
+    def path(self, index: int) -> str:
+        """Relative POSIX path of sample ``index``."""
+        offsets, blob = self._offsets, self._paths
+        if offsets is None or blob is None:
+            offsets, blob = self._map("path_offsets"), self._map("paths")
+            self._offsets, self._paths = offsets, blob
+        start, stop = int(offsets[index]), int(offsets[index + 1])
+        return bytes(blob[start:stop]).decode("utf-8", "surrogateescape")
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"root": self.root, "num_samples": self.num_samples}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(str(state["root"]), int(state["num_samples"]))  # type: ignore[misc,call-overload]

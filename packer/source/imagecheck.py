@@ -1,0 +1,129 @@
+"""Prove a source file is an image Pillow reads, and name the reason when it is not.
+
+Pillow's decompression-bomb limit and truncated-image setting are process-wide; packer lifts
+the first (it applies its own ``max_pixels``) and pins the second off only while it opens
+images, restoring the user's settings afterwards.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final
+
+from PIL import Image, ImageFile, UnidentifiedImageError
+
+from packer.source.sourcefile import UnpackableFile
+
+__all__ = ["CHECK_LEVELS", "DEFAULT_MAX_PIXELS", "check_image", "image_dimensions", "open_image",
+           "pixel_limit_lifted", "unpackable"]
+
+log = logging.getLogger(__name__)
+
+#: Pillow's own decompression-bomb limit, the default for ``max_pixels``.
+DEFAULT_MAX_PIXELS: Final[int] = int(Image.MAX_IMAGE_PIXELS or 89_478_485)
+
+#: How much of each source image conversion proves readable: every pixel, the header, nothing.
+CHECK_LEVELS: Final[tuple[str, ...]] = ("full", "header", "none")
+
+_TRUNCATED_MESSAGES = ("truncated", "Truncated File Read", "image file is truncated")
+
+
+_LIFT_LOCK = threading.Lock()
+_lifted = 0
+_saved_settings: tuple[int | None, bool] = (None, False)
+
+
+@contextmanager
+def pixel_limit_lifted() -> Iterator[None]:
+    """Let Pillow open any size; callers apply their own limit. Also refuse truncated data.
+
+    Pillow's settings are process-wide, so overlapping uses (threads decoding at once) are
+    counted: the first saves the user's settings, the last restores them. Saving and restoring
+    per use would let two overlapping uses leave the limit lifted for good.
+    """
+    global _lifted, _saved_settings
+    with _LIFT_LOCK:
+        if _lifted == 0:
+            _saved_settings = (Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES)
+            Image.MAX_IMAGE_PIXELS = None
+            ImageFile.LOAD_TRUNCATED_IMAGES = False
+        _lifted += 1
+    try:
+        yield
+    finally:
+        with _LIFT_LOCK:
+            _lifted -= 1
+            if _lifted == 0:
+                Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES = _saved_settings
+
+
+def unpackable(err: Exception) -> UnpackableFile:
+    """Name the reason a Pillow error means, keeping Pillow's message as the detail."""
+    if isinstance(err, UnidentifiedImageError):
+        return UnpackableFile("not_an_image", "not an image format Pillow can identify")
+    detail = f"{type(err).__name__}: {err}"
+    if isinstance(err, OSError) and any(m in str(err) for m in _TRUNCATED_MESSAGES):
+        return UnpackableFile("truncated", detail)
+    return UnpackableFile("decode_error", detail)
+
+
+def image_dimensions(path: str) -> tuple[int, int] | None:
+    """Width and height from the file's header (nothing decoded), or None if unreadable."""
+    try:
+        with pixel_limit_lifted(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(path) as image:
+                width, height = image.size
+                return int(width), int(height)
+    except Exception:  # any unreadable file: conversion reports it properly later
+        return None
+
+
+def open_image(data: bytes, *, max_pixels: int) -> Image.Image:
+    """Open ``data`` (header only) and refuse more than ``max_pixels``; call under
+    :func:`pixel_limit_lifted`.
+
+    Raises:
+        UnpackableFile: ``not_an_image``, ``decompression_bomb``, ``truncated`` or ``decode_error``.
+    """
+    try:
+        image = Image.open(io.BytesIO(data))
+    except Exception as err:  # Pillow raises many types for damaged headers
+        raise unpackable(err) from None
+    width, height = image.size
+    if width * height > max_pixels:
+        raise UnpackableFile("decompression_bomb", f"{width}x{height} = {width * height} pixels is "
+                             f"over the limit of {max_pixels} (raise it with --max-pixels)")
+    return image
+
+
+def check_image(data: bytes, *, check: str, max_pixels: int) -> None:
+    """Prove ``data`` is an image Pillow reads, to the depth ``check`` asks for.
+
+    Raises:
+        UnpackableFile: ``not_an_image``, ``decompression_bomb``, ``truncated`` or ``decode_error``.
+        ValueError: ``check`` is not one of :data:`CHECK_LEVELS`.
+    """
+    if check not in CHECK_LEVELS:
+        raise ValueError(f"check must be one of {', '.join(CHECK_LEVELS)}, not {check!r}")
+    if check == "none":
+        return
+    with pixel_limit_lifted(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        image = open_image(data, max_pixels=max_pixels)
+        if check == "full":
+            try:
+                image.load()
+                if image.mode != "RGB":  # prove the RGB conversion readers do works too
+                    image.convert("RGB")
+            except Exception as err:  # decoders raise OSError, SyntaxError, ValueError, ...
+                raise unpackable(err) from None
+    for warning in caught:
+        log.debug("Pillow warned while checking an image: %s", warning.message)
+
+

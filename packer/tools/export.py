@@ -1,0 +1,284 @@
+"""Write a packed dataset back as an ImageFolder tree, so a conversion is never a one-way door.
+
+What lands where, by codec:
+
+* ``original``: each sample's stored bytes, which are its source file's, at its recorded
+  relative path. The export equals the source tree minus the files that were never packed
+  (skipped files, and files without an image extension), byte for byte. Converting it again
+  with the same options gives the same samples and sample index, and byte-identical shards
+  when nothing was skipped (an LMDB shard's header records a map size planned from every
+  source file, skipped ones included).
+* ``jpeg``: the stored JPEG bytes as they are, under the relative path with its suffix
+  replaced by ``.jpg`` (a name already ending in ``.jpg`` or ``.jpeg``, in any case, is kept).
+* ``pixels``: the pixels encoded as lossless PNG, suffix ``.png`` (``.png`` names kept).
+
+Where a replaced suffix would give two exported files one name (``a.png`` and ``a.jpg``), the
+renamed one keeps its whole name and gains the suffix (``a.png.jpg``). Renaming can change the
+order of samples within a folder; labels never change.
+
+Every selected class gets its folder, even one with no exported sample (all its files were
+skipped), so the exported tree has the dataset's classes and class indices; convert such a tree
+with ``--allow-empty``; hidden files, packed only with ``--include-hidden``, need that flag
+again. OUT must be absent or empty; with ``overwrite`` a non-empty OUT is written into,
+replacing only files of the same names and deleting nothing. OUT may not be DST, lie inside it
+or hold it, nor be the source tree DST was converted from.
+
+Each file is written under a hidden temporary name in its folder, then renamed, so an
+interrupted export never leaves part of a file under a final name (a killed one may leave a
+hidden ``.packer-export-PID.tmp``, which scanning ignores). Files are not fsynced: an export is
+a copy that can simply be run again (``--overwrite``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from tqdm import tqdm
+
+from packer.format.codecs import get_codec
+from packer.errors import ManifestError, OutputError, OutputExistsError, ShardError, UnknownNameError
+from packer.format.manifest import Manifest
+from packer.format.sample_index import SampleIndex
+from packer.tools.selection import class_members, pick_samples, select_classes
+from packer.format.shardset import ShardSet
+from packer.sizes import format_size
+
+__all__ = ["ExportResult", "export_dataset", "format_export"]
+
+_BATCH = 256
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What :func:`export_dataset` wrote."""
+
+    out: str
+    written: int  # image files written
+    bytes_written: int
+    classes: tuple[str, ...]  # class folders of the exported tree
+    renamed: int  # files whose name differs from the recorded relative path
+    not_selected: int  # samples left out by ``classes`` / ``limit``
+    skipped_in_dataset: int  # files the conversion skipped: never packed, so not exported
+    codec: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Format:
+    suffix: str | None  # None: names and bytes exactly as stored
+    keep: tuple[str, ...]  # lower-case suffixes that already name this format
+    convert: Callable[[bytes], bytes]
+
+
+def _png(codec_name: str, params: dict[str, object]) -> Callable[[bytes], bytes]:
+    codec = get_codec(codec_name, params)
+
+    def convert(payload: bytes) -> bytes:
+        buffer = io.BytesIO()
+        codec.decode(payload).save(buffer, "PNG")
+        return buffer.getvalue()
+
+    return convert
+
+
+def _format(manifest: Manifest) -> _Format:
+    if manifest.codec == "original":
+        return _Format(None, (), bytes)
+    if manifest.codec == "jpeg":
+        return _Format(".jpg", (".jpg", ".jpeg"), bytes)
+    if manifest.codec == "pixels":
+        return _Format(".png", (".png",), _png(manifest.codec, manifest.codec_params))
+    raise UnknownNameError(f"packer cannot export codec {manifest.codec!r}; it exports original, "
+                           "jpeg and pixels.")
+
+
+def _file_names(relpaths: Sequence[str], fmt: _Format) -> list[str]:
+    """Exported relative paths (see the module docstring), unique."""
+    if fmt.suffix is None:
+        names = list(relpaths)
+    else:
+        suffix = fmt.suffix
+        proposed = [p if PurePosixPath(p).suffix.lower() in fmt.keep
+                    else str(PurePosixPath(p).with_suffix(suffix)) for p in relpaths]
+        taken = Counter(proposed)
+        names = [q if q == p or taken[q] == 1 else p + suffix
+                 for p, q in zip(relpaths, proposed, strict=True)]
+    repeated = [name for name, n in Counter(names).items() if n > 1]
+    if repeated:
+        raise ManifestError(f"Samples would be exported twice as {repeated[0]!r}: the sample index "
+                            "is damaged (packer verify --deep).")
+    return names
+
+
+def _check_relpath(relpath: str, class_name: str) -> None:
+    """A path inside its class folder, so nothing is written outside OUT or under another label."""
+    parts = PurePosixPath(relpath).parts
+    if (len(parts) < 2 or relpath.startswith("/") or ".." in parts or parts[0] != class_name
+            or "\\" in relpath):
+        raise ManifestError(f"Sample path {relpath!r} is not a file inside its class folder "
+                            f"{class_name!r}: the sample index is damaged (packer verify --deep).")
+
+
+def _inside(inner: str, outer: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def _check_out(out: str, root: str, source: str, *, overwrite: bool) -> None:
+    real_out, real_root = os.path.realpath(out), os.path.realpath(root)
+    if _inside(real_out, real_root) or _inside(real_root, real_out):
+        raise OutputError(f"Export target {out!r} and dataset {root!r} lie inside one another: choose "
+                          "a directory outside the dataset.")
+    if source and os.path.realpath(source) == real_out:
+        raise OutputError(f"{out!r} is the source tree {root!r} was converted from: export elsewhere.")
+    if os.path.lexists(out) and not os.path.isdir(out):
+        raise OutputError(f"Export target {out!r} exists and is not a directory: choose another path.")
+    if os.path.isdir(out) and os.listdir(out) and not overwrite:
+        raise OutputExistsError(f"Export target {out!r} is not empty: choose a new directory, or pass "
+                                "--overwrite to write into it (files of the same names are replaced, "
+                                "nothing is deleted).")
+
+
+def _fail(err: OSError, where: str) -> OutputError:
+    return OutputError(f"Cannot write the export at {err.filename or where!r}: {err.strerror or err}; "
+                       "free space or fix permissions, then export again with --overwrite.")
+
+
+def _make_dirs(path: str) -> None:
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise _fail(err, path) from err
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """Write ``data`` under a temporary name in the same folder, then rename it to ``path``."""
+    folder = os.path.dirname(path)
+    tmp = os.path.join(folder, f".packer-export-{os.getpid()}.tmp")
+    try:
+        if not os.path.isdir(folder):
+            os.makedirs(folder, exist_ok=True)
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException as err:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if isinstance(err, OSError):
+            raise _fail(err, path) from err
+        raise
+
+
+def _selected(shards: ShardSet, index: SampleIndex, class_ids: list[int],
+              limit: int | None) -> Sequence[int]:
+    if limit is None and len(class_ids) == len(shards.manifest.classes):
+        return range(len(shards))
+    members = class_members(index.targets, len(shards.manifest.classes))
+    picked = pick_samples(members, class_ids, per_class=limit)
+    return sorted(i for chosen in picked.values() for i in chosen)
+
+
+def _converted(fmt: _Format, payload: bytes, name: str) -> bytes:
+    try:
+        return fmt.convert(payload)
+    except Exception as err:  # decoders raise OSError, SyntaxError, ValueError, ...
+        raise ShardError(f"The sample exported as {name!r} cannot be decoded ({type(err).__name__}: "
+                         f"{err}); the dataset is damaged: run packer verify --deep.") from err
+
+
+def _write_all(shards: ShardSet, top: str, class_names: list[str], chosen: Sequence[int],
+               names: list[str], fmt: _Format, *, progress: bool) -> int:
+    """Make every class folder, then write each chosen sample; return the bytes written."""
+    for name in class_names:
+        _make_dirs(os.path.join(top, name))
+    written = 0
+    with tqdm(total=len(chosen), unit="img", desc="exporting", disable=None if progress else True,
+              dynamic_ncols=True) as bar:
+        for start in range(0, len(chosen), _BATCH):
+            batch = chosen[start:start + _BATCH]
+            for name, payload in zip(names[start:start + _BATCH], shards.read_many(batch), strict=True):
+                data = _converted(fmt, payload, name)
+                _write_file(os.path.join(top, *name.split("/")), data)
+                written += len(data)
+            bar.update(len(batch))
+    return written
+
+
+def export_dataset(
+    dst: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    classes: Iterable[str] | None = None,
+    limit: int | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> ExportResult:
+    """Write the packed dataset ``dst`` as an ImageFolder tree at ``out`` (see the module docstring).
+
+    Args:
+        dst: The DST of a finished ``packer convert``.
+        out: Where the tree goes: absent or empty (or any directory with ``overwrite``).
+        classes: Class names to export (items may be comma-separated lists); ``None``: all.
+        limit: At most this many samples per class, the first ones in dataset order.
+        overwrite: Write into a non-empty ``out``, replacing files of the same names only.
+        progress: Draw a progress bar.
+
+    Raises:
+        NotADatasetError, IncompleteDatasetError, ManifestError, ShardError: ``dst`` is not
+            a complete, intact packer dataset.
+        OutputExistsError: ``out`` is not empty and ``overwrite`` is off.
+        OutputError: ``out`` is not allowed (see above) or cannot be written.
+        UnknownNameError: a class the dataset lacks, or a codec packer cannot export.
+        ValueError: ``limit`` below 1, or no class named.
+    """
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")
+    started = time.perf_counter()
+    shards = ShardSet(dst)
+    manifest = shards.manifest
+    fmt = _format(manifest)
+    top = os.path.abspath(os.fspath(out))
+    _check_out(top, shards.root, manifest.source, overwrite=overwrite)
+    class_ids = select_classes(manifest.classes, classes)
+    index = SampleIndex(shards.root, manifest.num_samples)
+    chosen = _selected(shards, index, class_ids, limit)
+    relpaths = [index.path(i) for i in chosen]
+    for i, relpath in zip(chosen, relpaths, strict=True):
+        _check_relpath(relpath, manifest.classes[int(index.targets[i])])
+    names = _file_names(relpaths, fmt)
+    try:
+        written = _write_all(shards, top, [manifest.classes[c] for c in class_ids], chosen, names, fmt,
+                             progress=progress)
+    finally:
+        shards.close()
+    return ExportResult(
+        out=top, written=len(chosen), bytes_written=written,
+        classes=tuple(manifest.classes[c] for c in class_ids),
+        renamed=sum(a != b for a, b in zip(relpaths, names, strict=True)),
+        not_selected=manifest.num_samples - len(chosen), skipped_in_dataset=len(manifest.skipped),
+        codec=manifest.codec, seconds=time.perf_counter() - started)
+
+
+def format_export(result: ExportResult) -> str:
+    """Two or three lines for people: what was written, and what was not and why."""
+    fmt = {"jpeg": "the stored JPEG bytes, named .jpg", "pixels": "the pixels as lossless PNG, named .png"}
+    how = fmt.get(result.codec, "the original bytes at their original paths")
+    lines = [f"Exported {result.written} samples of {len(result.classes)} classes to {result.out} "
+             f"({format_size(result.bytes_written)}, {result.seconds:.1f} s): {how}."]
+    if result.renamed:
+        lines.append(f"  {result.renamed} file(s) renamed to their stored format's suffix.")
+    left_out = []
+    if result.not_selected:
+        left_out.append(f"{result.not_selected} sample(s) not selected (--classes/--limit)")
+    if result.skipped_in_dataset:
+        left_out.append(f"{result.skipped_in_dataset} file(s) the conversion skipped (never packed; "
+                        "packer info lists them)")
+    if left_out:
+        lines.append("  not exported: " + "; ".join(left_out) + ".")
+    return "\n".join(lines)

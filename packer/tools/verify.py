@@ -1,0 +1,311 @@
+"""Integrity checks of a packed dataset: what ``packer verify DST [--deep] [--against SRC]`` does.
+
+Three depths, each including the one before:
+
+* always: the manifest loads and is consistent (shard ranges follow each other and add up to
+  the sample index, ``class_counts`` matches ``classes``), and every shard and sample-index
+  file exists with the byte size and SHA-256 the manifest records;
+* ``deep``: every shard is opened with its backend, holds the number of records the manifest
+  says, and every sample decodes with the dataset's codec; targets are class indices whose
+  per-class counts equal ``class_counts``, and each sample's path starts with its class folder;
+* ``against``: every stored sample equals its source file ``SRC/<relative path>`` byte for
+  byte (``original`` codec only: other codecs re-encode, so there is nothing to compare).
+
+Every problem is collected, so one damaged shard never hides another. A file whose size or
+checksum is wrong is never handed to a storage library (LMDB trusts its file and may crash on
+a damaged one): its samples are counted as skipped, and the report says so.
+
+Problem kinds: ``missing``, ``size_mismatch``, ``checksum_mismatch``, ``unreadable``,
+``inconsistent_manifest``, ``count_mismatch``, ``decode_error``, ``label_error``,
+``source_missing``, ``source_unreadable``, ``source_differs``, ``not_applicable``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections import Counter
+from pathlib import PurePosixPath
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from packer.format.backends import get_backend
+from packer.format.codecs import Codec, get_codec
+from packer.format.durable import sha256_file
+from packer.errors import PackerError, ShardError, SourceNotFoundError
+from packer.format.manifest import MANIFEST_NAME, FileEntry, Manifest, ShardEntry
+from packer.format.sample_index import INDEX_FILES, SampleIndex
+from packer.tools.findings import MAX_LISTED, Findings, Problem, VerifyReport
+
+__all__ = ["MAX_LISTED", "Problem", "VerifyReport", "verify_dataset"]
+
+_BATCH = 256
+_FIX = "restore it from a copy, or convert again with --overwrite"
+
+
+def _safe_relpath(path: str) -> bool:
+    """A relative POSIX path that stays inside the directory it is joined to."""
+    pure = PurePosixPath(path)
+    return bool(path) and not pure.is_absolute() and ".." not in pure.parts
+
+
+def _check_manifest(manifest: Manifest, found: Findings) -> bool:
+    """Report inconsistencies among the manifest's fields; return whether shard ranges hold."""
+    if len(manifest.class_counts) != len(manifest.classes):
+        found.add(MANIFEST_NAME, "inconsistent_manifest", f"{len(manifest.classes)} classes but "
+                  f"{len(manifest.class_counts)} class counts")
+    elif sum(manifest.class_counts) != manifest.num_samples:
+        found.add(MANIFEST_NAME, "inconsistent_manifest", f"class counts add up to "
+                  f"{sum(manifest.class_counts)}, the shards hold {manifest.num_samples} samples")
+    if len(set(manifest.classes)) != len(manifest.classes):
+        found.add(MANIFEST_NAME, "inconsistent_manifest", "a class name appears twice")
+    ranges_ok = True
+    expected = 0
+    for shard in manifest.shards:
+        if shard.first != expected or shard.num_samples < 0:
+            found.add(shard.path, "inconsistent_manifest", f"{shard.path} starts at sample "
+                      f"{shard.first} with {shard.num_samples} samples; the shards before it end "
+                      f"at {expected}")
+            ranges_ok = False
+        expected = max(shard.first + shard.num_samples, expected)
+    for name in INDEX_FILES:
+        if name not in manifest.sample_index:
+            found.add(MANIFEST_NAME, "inconsistent_manifest", f"no sample_index entry {name!r}")
+    return ranges_ok
+
+
+def _check_file(root: str, entry: ShardEntry | FileEntry, found: Findings, bar: tqdm[Any]) -> bool:
+    """Size, then checksum, of one listed file; True when both match."""
+    if not _safe_relpath(entry.path):
+        found.add(entry.path, "inconsistent_manifest", f"{entry.path!r} is not a path inside "
+                  "the dataset; the manifest is damaged")
+        return False
+    path = os.path.join(root, entry.path)
+    try:
+        st = os.stat(path)
+    except OSError as err:
+        found.add(entry.path, "missing", f"{entry.path} is missing ({err.strerror}): {_FIX}")
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        found.add(entry.path, "missing", f"{entry.path} is not a regular file: {_FIX}")
+        return False
+    if st.st_size != entry.num_bytes:
+        found.add(entry.path, "size_mismatch", f"{entry.path} has {st.st_size} bytes, the manifest "
+                  f"says {entry.num_bytes}: {_FIX}")
+        return False
+    try:
+        digest = sha256_file(path)
+    except OSError as err:
+        found.add(entry.path, "unreadable", f"{entry.path} cannot be read ({err}): {_FIX}")
+        return False
+    finally:
+        bar.update(st.st_size)
+    if digest != entry.sha256:
+        found.add(entry.path, "checksum_mismatch", f"{entry.path} has sha256 {digest[:16]}..., the "
+                  f"manifest says {entry.sha256[:16]}...: the file is damaged; {_FIX}")
+        return False
+    return True
+
+
+def _open_index(root: str, manifest: Manifest, intact: set[str], found: Findings) -> SampleIndex | None:
+    """The sample index when its files are intact and agree with the shards, else ``None``."""
+    entries = manifest.sample_index
+    if not all(name in entries and entries[name].path in intact for name in INDEX_FILES):
+        return None
+    index = SampleIndex(root, manifest.num_samples)
+    n = manifest.num_samples
+    try:
+        targets = index.targets
+        offsets = np.load(os.path.join(root, INDEX_FILES["path_offsets"]), mmap_mode="r",
+                          allow_pickle=False)
+        paths_size = os.path.getsize(os.path.join(root, INDEX_FILES["paths"]))
+    except (OSError, ValueError) as err:
+        found.add(entries["targets"].path, "decode_error", f"the sample index cannot be loaded: {err}")
+        return None
+    wrong: list[tuple[str, str]] = []
+    if targets.shape != (n,) or targets.dtype.kind not in "iu":
+        message = (f"holds {targets.dtype}{list(targets.shape)}, expected int64[{n}] for the "
+                   f"{n} samples of the shards")
+        wrong.append((entries["targets"].path, message))
+    if offsets.shape != (n + 1,) or offsets.dtype.kind not in "iu":
+        message = f"holds {offsets.dtype}{list(offsets.shape)}, expected int64[{n + 1}]"
+        wrong.append((entries["path_offsets"].path, message))
+    elif int(offsets[0]) != 0 or int(offsets[-1]) != paths_size or bool(np.any(np.diff(offsets) < 0)):
+        message = f"offsets do not cut the {paths_size} bytes of paths.bin in order"
+        wrong.append((entries["path_offsets"].path, message))
+    for path, message in wrong:
+        found.add(path, "inconsistent_manifest", f"{path} {message}")
+    return None if wrong else index
+
+
+def _check_labels(manifest: Manifest, index: SampleIndex, found: Findings) -> None:
+    """Targets in range, per-class counts as the manifest says, paths under their class folder."""
+    classes = manifest.classes
+    targets = np.asarray(index.targets)
+    valid = (targets >= 0) & (targets < len(classes))
+    for i in np.flatnonzero(~valid):
+        found.add(index.path(int(i)), "label_error", f"sample {i} ({index.path(int(i))}) has target "
+                  f"{int(targets[i])}, not one of the {len(classes)} classes")
+    counts = np.bincount(targets[valid], minlength=len(classes)).tolist()
+    if counts != list(manifest.class_counts):
+        found.add(INDEX_FILES["targets"], "label_error", f"samples per class are {counts}, the "
+                  f"manifest says {list(manifest.class_counts)}")
+    for i in np.flatnonzero(valid):
+        path, cls = index.path(int(i)), classes[int(targets[i])]
+        if not _safe_relpath(path) or not path.startswith(cls + "/"):
+            found.add(path, "label_error", f"sample {i} is {path!r}, which is not in the folder "
+                      f"of its class {cls!r}")
+
+
+def _compare(src: str, rel: str, payload: bytes, found: Findings) -> bool:
+    """Compare one stored payload with ``src/rel``; True when it was compared."""
+    if not _safe_relpath(rel):
+        found.add(rel, "label_error", f"{rel!r} is not a path inside the source; not compared")
+        return False
+    try:
+        with open(os.path.join(src, *rel.split("/")), "rb") as handle:
+            source = handle.read()
+    except (FileNotFoundError, NotADirectoryError):
+        found.add(rel, "source_missing", f"{rel} is packed but missing from the source {src}")
+        return False
+    except OSError as err:
+        found.add(rel, "source_unreadable", f"{rel} cannot be read from the source: {err}")
+        return False
+    if source != payload:
+        differ = next((i for i, (a, b) in enumerate(zip(source, payload, strict=False)) if a != b),
+                      min(len(source), len(payload)))
+        found.add(rel, "source_differs", f"{rel}: stored {len(payload)} bytes, the source has "
+                  f"{len(source)}; they first differ at byte {differ}")
+    return True
+
+
+def verify_dataset(
+    root: str | os.PathLike[str],
+    *,
+    deep: bool = False,
+    against: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+) -> VerifyReport:
+    """Check the packed dataset at ``root``; see the module docstring for what each depth does.
+
+    Args:
+        root: The DST of a finished ``packer convert``.
+        deep: Also open every shard, count its records, decode every sample, check labels.
+        against: The source tree; compare every stored sample with its file byte for byte.
+        progress: Show tqdm bars on stderr when it is a terminal.
+
+    Returns:
+        A report of every problem found; damage is reported there, never raised.
+
+    Raises:
+        NotADatasetError, IncompleteDatasetError, ManifestError: ``root`` has no readable
+            manifest (an interrupted conversion is one); see :meth:`Manifest.load`.
+        SourceNotFoundError: ``against`` is not a directory.
+    """
+    top = os.path.abspath(os.fspath(root))
+    manifest = Manifest.load(top)
+    src = None if against is None else os.path.abspath(os.fspath(against))
+    if src is not None and not os.path.isdir(src):
+        raise SourceNotFoundError(f"Source {src!r} is not a directory: give the SRC the dataset "
+                                  "was converted from.")
+    found = Findings()
+    ranges_ok = _check_manifest(manifest, found)
+    intact: set[str] = set()
+    files: list[ShardEntry | FileEntry] = [*manifest.shards, *manifest.sample_index.values()]
+    with tqdm(total=manifest.num_bytes, unit="B", unit_scale=True, desc="verifying checksums",
+              disable=None if progress else True, dynamic_ncols=True) as bar:
+        for entry in files:
+            if _check_file(top, entry, found, bar):
+                intact.add(entry.path)
+    shards_checked = sum(shard.path in intact for shard in manifest.shards)
+    index = _open_index(top, manifest, intact, found) if ranges_ok else None
+    if deep and index is not None:
+        _check_labels(manifest, index, found)
+    elif deep:
+        found.notes.append("labels and paths were not checked: the sample index is damaged or "
+                           "disagrees with the shards")
+
+    codec: Codec | None = None
+    if deep:
+        try:
+            codec = get_codec(manifest.codec, manifest.codec_params)
+        except PackerError as err:
+            found.add(MANIFEST_NAME, "decode_error", f"samples cannot be decoded: {err}")
+    if src is not None and manifest.codec != "original":
+        found.add(MANIFEST_NAME, "not_applicable", f"--against compares stored bytes with source "
+                  f"files, but codec {manifest.codec!r} re-encoded them; use --deep instead")
+        src = None
+    if src is not None and index is None:
+        found.notes.append("samples were not compared with the source: the sample index or the "
+                           "shard ranges are damaged, so sample paths are unknown")
+        src = None
+
+    counts = Counter[str]()
+    if codec is not None or src is not None:
+        with tqdm(total=manifest.num_samples, unit="img", desc="reading samples",
+                  disable=None if progress else True, dynamic_ncols=True) as bar:
+            _read_samples(top, manifest, intact, index, codec, src, found, counts, bar)
+    return VerifyReport(
+        root=top, deep=deep, against=None if against is None else os.path.abspath(against),
+        num_shards=len(manifest.shards), num_samples=manifest.num_samples,
+        shards_checked=shards_checked, files_checked=len(intact),
+        bytes_hashed=sum(e.num_bytes for e in files if e.path in intact),
+        samples_checked=counts["checked"], samples_compared=counts["compared"],
+        samples_skipped=counts["skipped"], problems=tuple(found.listed),
+        problem_counts=dict(found.counts), notes=tuple(found.notes))
+
+
+def _read_samples(root: str, manifest: Manifest, intact: set[str], index: SampleIndex | None,
+                  codec: Codec | None, src: str | None, found: Findings, counts: Counter[str],
+                  bar: tqdm[Any]) -> None:
+    """Read every sample of every intact shard once: decode it and/or compare it with SRC."""
+    try:
+        backend = get_backend(manifest.backend)
+    except PackerError as err:
+        found.add(MANIFEST_NAME, "unreadable", f"shards cannot be opened: {err}")
+        counts["skipped"] += manifest.num_samples
+        return
+    for shard in manifest.shards:
+        if shard.num_samples <= 0:
+            continue
+        if shard.path not in intact:
+            counts["skipped"] += shard.num_samples
+            found.notes.append(f"{shard.path} is damaged: its {shard.num_samples} samples were "
+                               "not read")
+            bar.update(shard.num_samples)
+            continue
+        reader = backend.reader(os.path.join(root, shard.path), shard.num_samples)
+        done = 0
+        try:
+            stored = reader.stored_count()
+            if stored is not None and stored != shard.num_samples:
+                found.add(shard.path, "count_mismatch", f"{shard.path} holds {stored} records, the "
+                          f"manifest says {shard.num_samples}; the manifest does not match "
+                          f"the shards: {_FIX}")
+                continue
+            for start in range(0, shard.num_samples, _BATCH):
+                local = list(range(start, min(start + _BATCH, shard.num_samples)))
+                for j, payload in zip(local, reader.read_many(local), strict=True):
+                    number = shard.first + j
+                    name = index.path(number) if index is not None else f"{shard.path}#{j}"
+                    if codec is not None:
+                        try:
+                            codec.decode(payload)
+                        except Exception as err:  # noqa: BLE001 - decoders raise OSError, SyntaxError, ...
+                            found.add(name, "decode_error", f"sample {number} ({name}, "
+                                      f"{shard.path} record {j}) does not decode: "
+                                      f"{type(err).__name__}: {err}")
+                        counts["checked"] += 1
+                    if src is not None and _compare(src, name, payload, found):
+                        counts["compared"] += 1
+                done += len(local)
+                bar.update(len(local))
+        except ShardError as err:
+            found.add(shard.path, "unreadable", f"{shard.path} cannot be read: {err}")
+        finally:
+            reader.close()
+            if done < shard.num_samples:
+                counts["skipped"] += shard.num_samples - done
+                bar.update(shard.num_samples - done)
