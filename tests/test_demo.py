@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from packer.format.backends import backend_names
-from packer.tools.demo import BROKEN_FILES, format_demo, make_demo_tree, run_demo
+from packer.cli.formatting import format_demo
+from packer.tools.demo import BROKEN_FILES, make_demo_tree, run_demo
 from packer.errors import OutputError
 from packer.source.imagefolder import scan_imagefolder
 

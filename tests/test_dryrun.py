@@ -15,7 +15,8 @@ from imagetools import STANDARD_IMAGES, Dir, Symlink, jpeg_bytes, png_bytes
 import packer
 from packer import EmptySourceError, SourceNotFoundError, UnknownNameError, convert, scan_imagefolder
 from packer.format.backends import Backend
-from packer.conversion.dryrun import ConversionPlan, format_plan, plan_conversion
+from packer.cli.formatting import format_plan
+from packer.conversion.dryrun import ConversionPlan, plan_conversion
 from packer.format.manifest import Manifest
 from packer.conversion.sharding import plan_shards
 

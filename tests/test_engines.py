@@ -18,7 +18,8 @@ from imagetools import dataset_snapshot, mixed_tree
 
 import packer
 from packer.format.backends import Backend
-from packer.conversion.engines import ExecutorEngine, LocalEngine, execute_task, open_engine
+from packer.conversion.engines import ExecutorEngine, LocalEngine, Progress, open_engine
+from packer.conversion.engines.executor import execute_task
 from packer.format.manifest import MANIFEST_NAME
 
 SHARD_SIZE = "1500"
@@ -61,30 +62,28 @@ def test_thread_executor_with_progress_reports_every_file_once(tmp_path: Path, b
                                                               parallelism: int) -> None:
     src = mixed_tree(tmp_path / "src", count=12)
     shard_size = "1500" if parallelism == 1 else "1MB"
-    events: list[tuple[str, int, int]] = []
+    events: list[Progress] = []
     channel = Recording()
-    engine = ExecutorEngine(cf.ThreadPoolExecutor(parallelism), parallelism, channel=channel)
+    executor = ExecutorEngine(cf.ThreadPoolExecutor(parallelism), parallelism, channel=channel)
     packer.convert(src, tmp_path / "local", to=backend.name, shard_size=shard_size, workers=1)
 
-    from packer.conversion import run as conversion
+    class Listening:  # an engine that records the progress records the executor engine sends
+        name = "listening"
+        parallelism = executor.parallelism
 
-    real_bar = conversion._Bar
+        def run(self, tasks: list[Any], *, on_progress: Any, on_result: Any) -> None:
+            def record(progress: Progress) -> None:
+                events.append(progress)
+                on_progress(progress)
+            executor.run(tasks, on_progress=record, on_result=on_result)
 
-    class Bar(real_bar):  # type: ignore[misc, valid-type]
-        def event(self, kind: str, detail: str) -> None:
-            packed, skipped = (int(x) for x in detail.split())
-            events.append((kind, packed, skipped))
-            super().event(kind, detail)
-
-    conversion._Bar = Bar
     try:
-        packer.convert(src, tmp_path / "pool", to=backend.name, shard_size=shard_size, engine=engine,
-                       progress=True)
+        packer.convert(src, tmp_path / "pool", to=backend.name, shard_size=shard_size,
+                       engine=Listening(), progress=True)
     finally:
-        conversion._Bar = real_bar
-        engine.executor.shutdown()
-    net = sum(p if kind == "progress" else -p for kind, p, _ in events)
-    skipped = sum(s if kind == "progress" else -s for kind, _, s in events)
+        executor.executor.shutdown()
+    net = sum(-p.packed if p.retracted else p.packed for p in events)
+    skipped = sum(-p.skipped if p.retracted else p.skipped for p in events)
     assert (net, skipped) == (12, 1)
     assert dataset_snapshot(tmp_path / "pool") == dataset_snapshot(tmp_path / "local")
 

@@ -17,7 +17,8 @@ import packer
 from packer.format.backends import Backend
 from packer.cli import cli
 from packer.errors import OutputError, OutputExistsError, UnknownNameError
-from packer.tools.export import export_dataset, format_export
+from packer.cli.formatting import format_export
+from packer.tools.export import export_dataset
 from packer.format.manifest import Manifest
 from packer.format.shardset import ShardSet
 

@@ -18,12 +18,12 @@ import packer.tools.preview
 from packer.format.backends import Backend
 from packer.cli import cli
 from packer.format.codecs import OriginalCodec
+from packer.cli.formatting import format_sheet
 from packer.errors import UnknownNameError
 from packer.tools.preview import (
     MAX_SHEET_PIXELS,
     PAD,
     ContactSheet,
-    format_sheet,
     make_contact_sheet,
     write_contact_sheet,
 )

@@ -47,9 +47,9 @@ def _killed_run(src: Path, dst: Path, backend: str, patch: str,
     """Run `packer convert` in a child that applies ``patch`` (Python) first."""
     code = textwrap.dedent(f"""
         import os, signal, sys
-        import packer.conversion.run, packer.conversion.engines, packer.format.manifest
+        import packer.conversion.run, packer.conversion.engines.local, packer.format.manifest
         conv, man = sys.modules["packer.conversion.run"], sys.modules["packer.format.manifest"]
-        engines = sys.modules["packer.conversion.engines"]
+        engines = sys.modules["packer.conversion.engines.local"]
         def die():
             os.kill(os.getpid(), signal.SIGKILL)
         {textwrap.indent(textwrap.dedent(patch), '        ').strip()}
@@ -74,7 +74,7 @@ KILL_POINTS = {
     # after the second finished task (a shard, or a segment of one) came back from the workers
     "mid": """
         run = engines.run_shard_tasks
-        def patched(tasks, *, workers, on_event, on_result):
+        def patched(tasks, *, workers, on_progress, on_result):
             seen = []
             def result(r):
                 follow_ups = on_result(r)
@@ -82,7 +82,7 @@ KILL_POINTS = {
                 if len(seen) == 2:
                     die()
                 return follow_ups
-            return run(tasks, workers=workers, on_event=on_event, on_result=result)
+            return run(tasks, workers=workers, on_progress=on_progress, on_result=result)
         engines.run_shard_tasks = patched
     """,
     # while index.json is being written: half of its temporary file is on disk

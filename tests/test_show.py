@@ -16,7 +16,8 @@ from packer.format.backends import Backend
 from packer.cli import cli
 from packer.errors import NotADatasetError
 from packer.format.codecs.reencode import pixels_array
-from packer.tools.show import format_sample_info, sample_bytes, sample_info, save_sample
+from packer.cli.formatting import format_sample_info
+from packer.tools.show import sample_bytes, sample_info, save_sample
 
 
 def test_every_sample_is_described_as_its_source(packed: Path, standard_tree: Path,

@@ -152,7 +152,8 @@ def convert(src: str, dst: str, backend: str, shard_size: int, codec: str, resiz
             raise click.UsageError("--quality needs --codec jpeg.")
         options["quality"] = quality
     if dry_run:
-        from packer.conversion.dryrun import format_plan, plan_conversion
+        from packer.cli.formatting import format_plan
+        from packer.conversion.dryrun import plan_conversion
 
         plan = plan_conversion(src, to=backend, shard_size=shard_size, codec=codec,
                                codec_options=options,
@@ -225,7 +226,8 @@ def merge(dst: str, no_verify: bool, quiet: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
 def info(dst: str, as_json: bool) -> None:
     """Show what the packed dataset DST holds: classes, shards, skipped files."""
-    from packer.cli.formatting import dataset_info, format_info
+    from packer.cli.formatting import format_info
+    from packer.tools.info import dataset_info
 
     summary = dataset_info(dst)
     click.echo(json.dumps(summary, indent=2, sort_keys=True) if as_json else format_info(summary))
@@ -314,7 +316,8 @@ def demo(directory: str | None, workers: int) -> None:
     reads them back through a DataLoader, checks every sample and prints a speed table. With
     DIRECTORY the tree and datasets are kept there; otherwise they are deleted afterwards.
     """
-    from packer.tools.demo import format_demo, run_demo
+    from packer.cli.formatting import format_demo
+    from packer.tools.demo import run_demo
 
     click.echo(f"packer demo: generating a tree, converting it to {', '.join(backend_names())}, "
                "reading it back ...", err=True)

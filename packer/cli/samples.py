@@ -39,7 +39,8 @@ def preview(dst: str, out: str, per_class: int, classes: tuple[str, ...], seed: 
     aspect kept, into square cells. A sample that does not decode gets a pink cell and a
     warning. Sheets over 89,478,485 pixels are refused (exit 2): select fewer classes.
     """
-    from packer.tools.preview import format_sheet, write_contact_sheet
+    from packer.cli.formatting import format_sheet
+    from packer.tools.preview import write_contact_sheet
 
     try:
         sheet = write_contact_sheet(dst, out, html=as_html, per_class=per_class,
@@ -69,7 +70,8 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
     Skipped files were never packed and are not exported; every class folder is made, even
     an empty one. OUT must be new or empty (exit 3 otherwise, unless --overwrite).
     """
-    from packer.tools.export import export_dataset, format_export
+    from packer.cli.formatting import format_export
+    from packer.tools.export import export_dataset
 
     try:
         result = export_dataset(dst, out, classes=classes or None, limit=limit, overwrite=overwrite,
@@ -93,7 +95,8 @@ def show(dst: str, index: int, out: str | None, as_json: bool) -> None:
     width x height, mode and format. -o writes the stored bytes: the source file for codec
     original, a JPEG for jpeg, the raw record for pixels.
     """
-    from packer.tools.show import format_sample_info, sample_info, save_sample
+    from packer.cli.formatting import format_sample_info
+    from packer.tools.show import sample_info, save_sample
 
     try:
         info = sample_info(dst, index) if out is None else save_sample(dst, index, out)

@@ -4,7 +4,7 @@
 does, then stops: nothing is read from an image, nothing is written, and DST is not needed. The
 resulting :class:`ConversionPlan` holds the class map, per-class counts, the extension mix, what
 the scan ignored, empty classes, the shards and an estimate of the output size;
-:func:`format_plan` renders it for people, :meth:`ConversionPlan.to_dict` for ``--json``.
+:func:`packer.cli.formatting.format_plan` renders it for people, :meth:`ConversionPlan.to_dict` for ``--json``.
 
 The output size is an estimate from the source sizes (``original`` codec only): it assumes every
 file is packed, so files skipped as unreadable make the real output smaller. Its parts are the
@@ -26,12 +26,9 @@ from packer.conversion.run import DEFAULT_SHARD_SIZE
 from packer.source.imagefolder import ScanReport, scan_imagefolder
 from packer.conversion.plan import planned_item_sizes, shard_name
 from packer.conversion.sharding import plan_shards
-from packer.cli.formatting import append_listing
-from packer.sizes import format_size, parse_size
+from packer.sizes import parse_size
 
-__all__ = ["ConversionPlan", "PlannedShard", "format_plan", "plan_conversion"]
-
-_MAX_LISTED = 20
+__all__ = ["ConversionPlan", "PlannedShard", "plan_conversion"]
 
 # LMDB as py-lmdb's bundled liblmdb lays out one append-only shard: 4 KiB pages, 2 meta pages; a
 # leaf node is an 8-byte header + 8-byte key + the value (even-aligned, plus a 2-byte slot); a
@@ -214,57 +211,3 @@ def plan_conversion(
     )
 
 
-def _listed(lines: list[str], title: str, entries: Sequence[str]) -> None:
-    append_listing(lines, title, entries, more="--json lists all")
-
-
-def _size(num_bytes: int | None) -> str:
-    return "unknown" if num_bytes is None else format_size(num_bytes)
-
-
-def format_plan(plan: ConversionPlan) -> str:
-    """Render a :class:`ConversionPlan` for people; the last line says nothing was written."""
-    estimate = ("unknown until encoded" if plan.estimated_output_bytes is None
-                else f"about {format_size(plan.estimated_output_bytes)}")
-    lines = [
-        (f"Dry run: {plan.src} -> {plan.backend}, codec {plan.codec}: {plan.num_images} images in "
-         f"{len(plan.classes)} classes, {format_size(plan.source_bytes)} of source; output {estimate} "
-         f"in {len(plan.shards)} shard(s) of at most {format_size(plan.shard_size)}"),
-        "classes (index, name, images):",
-    ]
-    width = min(max((len(name) for name in plan.classes), default=0), 40)
-    for index, (name, count) in enumerate(zip(plan.classes, plan.class_counts, strict=True)):
-        if index == _MAX_LISTED and len(plan.classes) > _MAX_LISTED + 1:
-            lines.append(f"  ... and {len(plan.classes) - _MAX_LISTED} more classes (--json lists all)")
-            break
-        lines.append(f"  {index:>4}  {name:<{width}}  {count:>7}" + ("  EMPTY" if count == 0 else ""))
-    mix = sorted(plan.extensions.items(), key=lambda pair: (-pair[1], pair[0]))
-    lines.append("extensions: " + (", ".join(f"{ext or '(none)'} {n}" for ext, n in mix) or "none"))
-    report = plan.report
-    hidden_hint = "" if plan.include_hidden else "; --include-hidden packs them"
-    _listed(lines, f"ignored hidden entries (ImageFolder would read them{hidden_hint})",
-            report.ignored_hidden)
-    _listed(lines, "directory symlink loops not followed again", report.cut_symlink_loops)
-    _listed(lines, "unreadable directories (their files cannot be found)", report.unreadable_dirs)
-    lines.append(f"not packed: {report.other_files} file(s) without an image name, "
-                 f"{report.root_files} file(s) at the root (outside any class)")
-    if plan.unknown_sizes:
-        lines.append(f"unknown sizes: {plan.unknown_sizes} file(s) could not be stat'ed (counted as 0 "
-                     "bytes; a broken link is skipped when converting)")
-    lines.append(f"shards ({len(plan.shards)}):")
-    name_width = max((len(s.name) for s in plan.shards), default=5)
-    lines.append(f"  {'shard':<{name_width}}  {'items':>17}  {'images':>7}  {'planned':>10}  "
-                 f"{'estimated':>10}  first .. last")
-    for shard in plan.shards[:_MAX_LISTED]:
-        lines.append(f"  {shard.name:<{name_width}}  {f'{shard.start}..{shard.stop - 1}':>17}  "
-                     f"{shard.num_images:>7}  {format_size(shard.planned_bytes):>10}  "
-                     f"{_size(shard.estimated_bytes):>10}  {shard.first_path} .. {shard.last_path}")
-    if len(plan.shards) > _MAX_LISTED:
-        lines.append(f"  ... {len(plan.shards) - _MAX_LISTED} more shards (--json lists all)")
-    if plan.would_fail_empty:
-        names = ", ".join(repr(name) for name in plan.empty_classes)
-        lines.append(f"WARNING: the conversion would stop: no image in class(es) {names}. Add images, "
-                     "remove the folder(s), or allow empty classes with --allow-empty.")
-    lines.append("Nothing was written (dry run). To convert for real, run the same command without "
-                 "--dry-run.")
-    return "\n".join(lines)

@@ -36,7 +36,8 @@ from packer.conversion.destination import (
     start_destination,
     task_staging,
 )
-from packer.conversion.engines import Engine, LocalEngine
+from packer.conversion.engines.base import Engine, Progress
+from packer.conversion.engines.local import LocalEngine
 from packer.errors import OutputError
 from packer.conversion.plan import Job, claim_destination, plan_job, planned_item_sizes, shard_name, shards_of_task
 from packer.format.manifest import Manifest
@@ -89,14 +90,10 @@ class _Bar:
         self._bar.total -= len(result.skipped)
         self._bar.update(len(result.relpaths))
 
-    def event(self, kind: str, detail: str) -> None:
-        packed, skipped = (int(x) for x in detail.split())
-        if kind == "progress":
-            self._bar.total -= skipped
-            self._bar.update(packed)
-        elif kind == "retry":  # a task is redone: take back what it had counted
-            self._bar.total += skipped
-            self._bar.update(-packed)
+    def progress(self, progress: Progress) -> None:
+        sign = -1 if progress.retracted else 1  # a task is redone: take back what it had counted
+        self._bar.total -= sign * progress.skipped
+        self._bar.update(sign * progress.packed)
 
     def close(self) -> None:
         self._bar.close()
@@ -124,7 +121,7 @@ def _run(job: Job, todo: list[ShardTask], kept: dict[int, ShardResult], staging:
     try:
         for result in kept.values():
             bar.kept(result)
-        engine.run(tasks, on_event=bar.event, on_result=collect)
+        engine.run(tasks, on_progress=bar.progress, on_result=collect)
     except BaseException:
         collect.abort()
         discard_staging(job.dst, staging)

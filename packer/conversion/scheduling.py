@@ -14,15 +14,21 @@ from collections.abc import Iterable
 
 from packer.errors import ShardError
 from packer.conversion.sharding import plan_shards
-from packer.conversion.tasks import SegmentResult, SegmentTask, ShardAssembler, ShardResult, ShardTask
-from packer.conversion.engines.local import task_error
+from packer.conversion.engines.base import task_error
+from packer.conversion.tasks import (
+    SegmentResult,
+    SegmentTask,
+    ShardAssembler,
+    ShardResult,
+    ShardTask,
+    Task,
+    shard_of,
+)
 
 __all__ = ["Collector", "SEGMENTS_PER_WORKER", "make_tasks"]
 
 #: Segments per worker when shards are too few: small enough pieces to balance the load.
 SEGMENTS_PER_WORKER = 4
-
-Task = ShardTask | SegmentTask
 
 
 def make_tasks(shards: list[ShardTask], workers: int) -> list[Task]:
@@ -54,7 +60,7 @@ class Collector:
 
     def __init__(self, tasks: list[Task]) -> None:
         self.shards: dict[int, ShardResult] = {}
-        self._index_of = {task.shard.name: task.shard.index for task in tasks}
+        self._index_of = {shard_of(task).name: shard_of(task).index for task in tasks}
         counts: dict[int, int] = {}
         owners: dict[int, ShardTask] = {}
         for task in tasks:

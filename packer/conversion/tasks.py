@@ -24,8 +24,8 @@ from packer.errors import BadImageError, SourceError
 from packer.format.manifest import ShardEntry, SkippedFile
 from packer.source.sourcefile import UnpackableFile, read_source
 
-__all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardResult", "ShardTask",
-           "load_receipt", "receipt_path", "write_segment", "write_shard"]
+__all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardResult", "ShardTask", "Task",
+           "load_receipt", "receipt_path", "shard_of", "write_segment", "write_shard"]
 
 
 #: ``notify(event, relpath)``: ``"file"`` before a file is read (so a crash can be pinned on
@@ -52,11 +52,6 @@ class ShardTask:
     fingerprint: str
     codec_params: dict[str, Any] = field(default_factory=dict)
     crashed: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def shard(self) -> ShardTask:
-        """The shard this task writes: itself (the pool asks every task this)."""
-        return self
 
     def run(self, notify: Notify) -> ShardResult:
         """Do the work (in a worker process)."""
@@ -306,3 +301,12 @@ class SegmentTask:
     def with_crash(self, relpath: str, detail: str) -> SegmentTask:
         """The same task, with ``relpath`` known to crash the decoder."""
         return replace(self, shard=self.shard.with_crash(relpath, detail))
+
+
+#: A unit of work for an engine: a whole shard, or one segment of a shard.
+Task = ShardTask | SegmentTask
+
+
+def shard_of(task: Task) -> ShardTask:
+    """The shard a task writes (a segment's shard, or the task itself)."""
+    return task.shard if isinstance(task, SegmentTask) else task

@@ -30,11 +30,11 @@ from packer.tools.demo_tree import BROKEN_FILES, make_demo_tree
 from packer.errors import OutputError
 from packer.read.baseline import ImageFolderDataset
 
-__all__ = ["BROKEN_FILES", "DemoReport", "SpeedRow", "format_demo", "make_demo_tree", "run_demo"]
+__all__ = ["BROKEN_FILES", "DemoReport", "SpeedRow", "make_demo_tree", "run_demo"]
 
 DEMO_MARKER = ".packer-demo"
-_BATCH = 32
-_REPEATS = 2
+BATCH_SIZE = 32
+REPEATS = 2
 
 
 def pixel_digest(image: Image.Image) -> bytes:
@@ -79,6 +79,8 @@ class DemoReport:
     byte_mismatches: dict[str, int]
     workers: int = 2
     expected_skips: dict[str, str] = field(default_factory=dict)
+    batch_size: int = BATCH_SIZE
+    repeats: int = REPEATS
 
     @property
     def ok(self) -> bool:
@@ -113,7 +115,7 @@ def _speeds(images: str, datasets: dict[str, str], workers: int) -> list[SpeedRo
     """The speed table: each backend's standard and fast pipelines, warm, then the first
     backend's standard pipeline cold, each against the folder measured alongside it."""
     rows: list[SpeedRow] = []
-    common: dict[str, Any] = {"workers": workers, "batch_size": _BATCH, "repeats": _REPEATS}
+    common: dict[str, Any] = {"workers": workers, "batch_size": BATCH_SIZE, "repeats": REPEATS}
     baseline = None
     for name, dst in datasets.items():
         report = bench(dst, against=images if baseline is None else None, pipeline="train", **common)
@@ -184,30 +186,3 @@ def _file_bytes(path: str) -> bytes:
         return handle.read()
 
 
-def format_demo(report: DemoReport) -> str:
-    """The demo's checks, its speed table and verdict, for people."""
-    lines = [""]
-    for name, result in report.conversions.items():
-        pixel_bad, byte_bad = report.mismatches[name], report.byte_mismatches[name]
-        lines.append(f"{name}: {result.manifest.num_samples} samples, pixels "
-                     f"{'identical to the folder' if not pixel_bad else f'{pixel_bad} DIFFER'}, "
-                     f"stored bytes {'byte-exact' if not byte_bad else f'{byte_bad} DIFFER'}")
-        for skipped in result.manifest.skipped:
-            lines.append(f"  skipped {skipped.path}: {skipped.reason}")
-    if report.speeds:
-        loader = f"DataLoader(num_workers={report.workers}, batch_size={_BATCH})"
-        lines += ["", f"training-style loading: {loader}, RandomResizedCrop(224) + flip,",
-                  f"normalised float32 batches; median of {_REPEATS} epochs, each row against the folder's "
-                  "standard pipeline in this run:",
-                  f"  {'source':<8} {'pipeline':<10} {'cache':<6} {'images/s':>9} {'vs folder':>10}"]
-        for row in report.speeds:
-            lines.append(f"  {row.source:<8} {row.pipeline:<10} {row.cache:<6} {row.images_per_second:>9.0f} "
-                         f"{row.ratio:>9.2f}x")
-        lines += ["standard: PIL decode, crop, resize, ToTensor and Normalize per image in the workers;",
-                  "fast path: RandomResizedCropFlip on the stored bytes in the workers (uint8 batches),",
-                  "Normalize once per batch. On a warm local disk the standard pipeline is bound by",
-                  "decoding on both sides; shared storage (NFS, Lustre) is where packing wins most."]
-    lines.append("")
-    lines.append("demo OK: every sample matches, every broken file was caught." if report.ok
-                 else "demo FAILED: see the lines above.")
-    return "\n".join(lines)

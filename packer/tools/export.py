@@ -48,9 +48,8 @@ from packer.format.manifest import Manifest
 from packer.format.sample_index import SampleIndex
 from packer.tools.selection import class_members, pick_samples, select_classes
 from packer.format.shardset import ShardSet
-from packer.sizes import format_size
 
-__all__ = ["ExportResult", "export_dataset", "format_export"]
+__all__ = ["ExportResult", "export_dataset"]
 
 _BATCH = 256
 
@@ -265,20 +264,3 @@ def export_dataset(
         codec=manifest.codec, seconds=time.perf_counter() - started)
 
 
-def format_export(result: ExportResult) -> str:
-    """Two or three lines for people: what was written, and what was not and why."""
-    fmt = {"jpeg": "the stored JPEG bytes, named .jpg", "pixels": "the pixels as lossless PNG, named .png"}
-    how = fmt.get(result.codec, "the original bytes at their original paths")
-    lines = [f"Exported {result.written} samples of {len(result.classes)} classes to {result.out} "
-             f"({format_size(result.bytes_written)}, {result.seconds:.1f} s): {how}."]
-    if result.renamed:
-        lines.append(f"  {result.renamed} file(s) renamed to their stored format's suffix.")
-    left_out = []
-    if result.not_selected:
-        left_out.append(f"{result.not_selected} sample(s) not selected (--classes/--limit)")
-    if result.skipped_in_dataset:
-        left_out.append(f"{result.skipped_in_dataset} file(s) the conversion skipped (never packed; "
-                        "packer info lists them)")
-    if left_out:
-        lines.append("  not exported: " + "; ".join(left_out) + ".")
-    return "\n".join(lines)

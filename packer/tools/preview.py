@@ -31,10 +31,10 @@ from packer.format.manifest import Manifest
 from packer.format.sample_index import SampleIndex
 from packer.tools.selection import class_members, pick_samples, select_classes
 from packer.format.shardset import ShardSet
+from packer.tools.sheet_html import render_html
 from packer.tools.sheet_draw import PAD, Layout, Painter, Pen, SheetCell, SheetRow
 
-__all__ = ["MAX_SHEET_PIXELS", "PAD", "ContactSheet", "SheetCell", "SheetRow", "format_sheet",
-           "make_contact_sheet", "write_contact_sheet"]
+__all__ = ["MAX_SHEET_PIXELS", "PAD", "ContactSheet", "SheetCell", "SheetRow", "make_contact_sheet", "write_contact_sheet"]
 
 #: The largest sheet drawn: Pillow's own decompression-bomb limit, so any viewer opens it.
 MAX_SHEET_PIXELS: Final = 89_478_485
@@ -70,8 +70,6 @@ class ContactSheet:
 
     def html(self) -> str:
         """One self-contained HTML page: the dataset summary and the same grid."""
-        from packer.tools.sheet_html import render_html
-
         return render_html(self)
 
 
@@ -163,15 +161,3 @@ def write_contact_sheet(
     return sheet
 
 
-def format_sheet(sheet: ContactSheet, out: str | os.PathLike[str]) -> str:
-    """What was written, for people; names the samples that did not decode, if any."""
-    width, height = sheet.image.size
-    lines = [f"Wrote {os.fspath(out)}: {len(sheet.cells)} samples of {len(sheet.rows)} classes "
-             f"({width}x{height} px sheet, seed {sheet.seed})."]
-    failed = sheet.failed
-    if failed:
-        named = ", ".join(f"#{c.index} ({c.relpath})" for c in failed[:5])
-        more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
-        lines.append(f"warning: {len(failed)} sample(s) could not be decoded: {named}{more}; "
-                     f"run packer verify {sheet.root} --deep")
-    return "\n".join(lines)

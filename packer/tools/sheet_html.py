@@ -12,12 +12,33 @@ import base64
 import io
 from collections import Counter
 from html import escape
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
-if TYPE_CHECKING:
-    from packer.tools.preview import ContactSheet, SheetCell
+from PIL import Image
 
-__all__ = ["render_html", "sheet_summary"]
+from packer.format.manifest import Manifest
+from packer.tools.sheet_draw import SheetCell, SheetRow
+
+__all__ = ["DrawnSheet", "render_html", "sheet_summary"]
+
+
+class DrawnSheet(Protocol):
+    """What a page is made from: a drawn sheet (:class:`packer.tools.preview.ContactSheet`)."""
+
+    @property
+    def image(self) -> Image.Image: ...
+    @property
+    def rows(self) -> tuple[SheetRow, ...]: ...
+    @property
+    def cells(self) -> tuple[SheetCell, ...]: ...
+    @property
+    def thumb(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def root(self) -> str: ...
+    @property
+    def manifest(self) -> Manifest: ...
 
 #: Quality of the inline JPEG thumbnails: small pages, and plenty for checking labels.
 THUMB_QUALITY: Final = 90
@@ -37,7 +58,7 @@ figure.failed figcaption { color: #a00; }
 """
 
 
-def sheet_summary(sheet: ContactSheet) -> dict[str, Any]:
+def sheet_summary(sheet: DrawnSheet) -> dict[str, Any]:
     """The dataset summary shown above the grid, as data."""
     m = sheet.manifest
     return {
@@ -56,13 +77,13 @@ def sheet_summary(sheet: ContactSheet) -> dict[str, Any]:
     }
 
 
-def _cell_uri(sheet: ContactSheet, cell: SheetCell) -> str:
+def _cell_uri(sheet: DrawnSheet, cell: SheetCell) -> str:
     buffer = io.BytesIO()
     sheet.image.crop(cell.box).save(buffer, "JPEG", quality=THUMB_QUALITY)
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _figure(sheet: ContactSheet, cell: SheetCell) -> str:
+def _figure(sheet: DrawnSheet, cell: SheetCell) -> str:
     size = sheet.thumb
     title = cell.relpath if cell.error is None else f"{cell.relpath}: {cell.error}"
     failed = ' class="failed"' if cell.error else ""
@@ -87,7 +108,7 @@ def _summary_rows(summary: dict[str, Any]) -> list[str]:
     return [f"<tr><th>{escape(k)}</th><td>{escape(str(v))}</td></tr>" for k, v in rows.items()]
 
 
-def render_html(sheet: ContactSheet) -> str:
+def render_html(sheet: DrawnSheet) -> str:
     """The whole page for ``sheet`` (see the module docstring)."""
     summary = sheet_summary(sheet)
     counts = "".join(f'<tr><td class="n">{i}</td><td>{escape(name)}</td><td class="n">{n}</td></tr>'

@@ -24,9 +24,8 @@ from packer.source.imagecheck import pixel_limit_lifted
 from packer.format.codecs.reencode import pixels_array
 from packer.format.sample_index import SampleIndex
 from packer.format.shardset import ShardSet
-from packer.sizes import format_size
 
-__all__ = ["SampleInfo", "format_sample_info", "sample_bytes", "sample_info", "save_sample"]
+__all__ = ["SampleInfo", "sample_bytes", "sample_info", "save_sample"]
 
 
 @dataclass(frozen=True)
@@ -133,14 +132,3 @@ def save_sample(dst: str | os.PathLike[str], index: int, out: str | os.PathLike[
     return info
 
 
-def format_sample_info(info: SampleInfo) -> str:
-    """A few aligned lines for people."""
-    return "\n".join([
-        f"sample   #{info.index} of {info.num_samples} (numbered from 0)",
-        f"path     {info.relpath}",
-        f"class    {info.class_name} (target {info.target})",
-        f"stored   {info.stored_bytes} bytes ({format_size(info.stored_bytes)}), codec {info.codec}, "
-        f"{info.backend} shard {info.shard}",
-        f"image    {info.width}x{info.height} {info.mode} {info.format}"
-        + ("" if info.mode == "RGB" else " (the dataset yields it as RGB)"),
-    ])

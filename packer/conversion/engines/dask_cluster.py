@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import Any, Final
 
 from packer.cpus import available_cpus
-from packer.conversion.engines import ExecutorEngine
+from packer.conversion.engines.executor import ExecutorEngine
 from packer.errors import ConversionError, MissingExtraError
 
 __all__ = ["JOBQUEUE_KINDS", "DaskProgress", "dask_engine", "job_script", "jobqueue_cluster",

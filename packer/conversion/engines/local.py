@@ -22,32 +22,30 @@ Linux) and ignore SIGINT, which only the coordinator handles.
 from __future__ import annotations
 
 import ctypes
-import errno
 import multiprocessing
 import os
 import signal
 import sys
 import threading
-import time
-import traceback
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from packer.errors import (
-    BadImageError,
-    ConversionError,
-    ConversionInterrupted,
-    OutputError,
-    PackerError,
-    SourceError,
+from packer.conversion.engines.base import (
+    OnProgress,
+    OnResult,
+    Progress,
+    ProgressCounter,
+    describe_error,
+    task_error,
 )
-from packer.conversion.tasks import SegmentTask, ShardTask
+from packer.conversion.tasks import Task, shard_of
+from packer.errors import BadImageError, ConversionError, ConversionInterrupted
 
-__all__ = ["START_METHOD", "OnResult", "describe_error", "run_shard_tasks", "task_error"]
+__all__ = ["START_METHOD", "LocalEngine", "run_shard_tasks"]
 
 #: How worker processes start. None picks "fork" when this process runs a single thread on
 #: Linux (fast, and safe without other threads) and "spawn" otherwise; tests set "fork" to
@@ -79,34 +77,18 @@ _CURRENT_BYTES = 4096
 _PROGRESS_EVERY = 0.1
 
 
-class _Reporter:
-    """The worker's side of progress: counts, sent in batches, and the file it is on.
+def _reporter(conn: Connection, current: Any) -> ProgressCounter:
+    """The worker's side of progress: counts sent in batches, and the file it is on.
 
     The current file lives in shared memory, not in messages, so the coordinator can name
     the file a crashed worker was decoding at no cost per file.
     """
 
-    def __init__(self, conn: Connection, current: Any) -> None:
-        self._conn, self._current = conn, current
-        self._packed = self._skipped = 0
-        self._sent = time.monotonic()
+    def on_file(relpath: str) -> None:
+        current.value = relpath.encode("utf-8", "surrogateescape")[:_CURRENT_BYTES - 1]
 
-    def __call__(self, event: str, relpath: str) -> None:
-        if event == "file":
-            self._current.value = relpath.encode("utf-8", "surrogateescape")[:_CURRENT_BYTES - 1]
-            return
-        if event == "packed":
-            self._packed += 1
-        else:
-            self._skipped += 1
-        if time.monotonic() - self._sent >= _PROGRESS_EVERY:
-            self.flush()
-
-    def flush(self) -> None:
-        if self._packed or self._skipped:
-            self._conn.send(("progress", f"{self._packed} {self._skipped}"))
-            self._packed = self._skipped = 0
-        self._sent = time.monotonic()
+    return ProgressCounter(lambda progress: conn.send(("progress", progress)), every=_PROGRESS_EVERY,
+                           on_file=on_file)
 
 
 def _worker_main(conn: Connection, current: Any) -> None:
@@ -121,7 +103,7 @@ def _worker_main(conn: Connection, current: Any) -> None:
         if task is None:
             return
         current.value = b""
-        report = _Reporter(conn, current)
+        report = _reporter(conn, current)
         try:
             result = task.run(report)
             report.flush()
@@ -129,23 +111,6 @@ def _worker_main(conn: Connection, current: Any) -> None:
             conn.send(("error", *describe_error(err)))
         else:
             conn.send(("result", result))
-
-
-def describe_error(err: Exception) -> tuple[str, str, str, str]:
-    """A task's failure as plain data for :func:`task_error`: ``(kind, message, path, reason)``.
-
-    Exceptions do not always unpickle in another process (keyword-only fields), and the
-    coordinator needs the task to word the message, so workers send this instead. Call it
-    inside the ``except`` block: a bug keeps its traceback.
-    """
-    if isinstance(err, BadImageError):
-        return ("bad_image", str(err), err.path, err.reason)
-    if isinstance(err, PackerError):
-        return (type(err).__name__, str(err), "", "")
-    if isinstance(err, OSError):
-        return ("OSError", f"{err.strerror or err} [errno {err.errno}]", str(err.filename or ""),
-                errno.errorcode.get(err.errno or 0, ""))
-    return ("bug", traceback.format_exc(), "", "")
 
 
 @contextmanager
@@ -160,11 +125,6 @@ def _sigint_ignored() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-Task = ShardTask | SegmentTask
-#: Called with each finished task's result; may return more tasks to run.
-OnResult = Callable[[Any], Iterable[Task]]
 
 
 @dataclass
@@ -184,38 +144,13 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def task_error(task: Task, kind: str, message: str, path: str, reason: str) -> PackerError:
-    """Rebuild a worker's error in the coordinator, with the shard and the way to go on.
-
-    ``kind`` is the error's class name (or ``bad_image``/``bug``), ``reason`` an errno name.
-    """
-    where = f"{task.shard.name} in {task.shard.dst!r}"
-    if kind == "bad_image":
-        return BadImageError(message, path=path, reason=reason)
-    if kind == "SourceError":
-        return SourceError(message)
-    if kind in ("OSError", "ShardError"):
-        full = reason == "ENOSPC" or "No space left" in message
-        io_error = reason == "EIO" or "Input/output error" in message
-        cause = ("the disk is full" if full else
-                 "an I/O error (LMDB reports a full disk this way too)" if io_error else
-                 "the destination is read-only" if reason in ("EROFS", "EACCES", "EPERM") else
-                 "the shard could not be written")
-        return OutputError(f"Writing {where} failed: {cause}: {message.strip()}. Fix it, then run "
-                           "the same command with --resume.")
-    if kind == "bug":
-        return ConversionError(f"A conversion worker failed on {where} (a bug in packer; please "
-                               f"report it):\n{message}")
-    return ConversionError(f"{kind} while writing {where}: {message}")
-
-
 class _Pool:
     """The coordinator's view of the workers; see the module docstring."""
 
-    def __init__(self, workers: int, on_event: Callable[[str, str], None]) -> None:
+    def __init__(self, workers: int, on_progress: OnProgress) -> None:
         self._context: Any = multiprocessing.get_context(_start_method())
         self._slots: list[_Slot] = []
-        self._on_event = on_event
+        self._on_progress = on_progress
         for _ in range(workers):
             self._slots.append(self._start())
 
@@ -262,10 +197,10 @@ class _Pool:
                     raise ConversionError(f"worker error outside a task: {message[2]}")
                 raise task_error(slot.task, *message[1:])
             elif kind == "progress":
-                packed, skipped = (int(x) for x in message[1].split())
-                slot.packed += packed
-                slot.skipped += skipped
-                self._on_event(kind, message[1])
+                progress: Progress = message[1]
+                slot.packed += progress.packed
+                slot.skipped += progress.skipped
+                self._on_progress(progress)
 
     def _died(self, slot: _Slot) -> Task | None:
         """Handle a dead worker; return its task to redo, if the death was a decoder crash."""
@@ -277,7 +212,7 @@ class _Pool:
             if code == 0:
                 return None
             raise ConversionError(f"A conversion worker exited with code {code} between tasks.")
-        shard = task.shard
+        shard = shard_of(task)
         where = f"{shard.name} (file {current!r})" if current else shard.name
         if code == -signal.SIGKILL:
             raise ConversionError(
@@ -293,7 +228,7 @@ class _Pool:
                                 f"decode_error ({detail}). Fix or remove the file, or convert "
                                 "without --strict to skip and list it.",
                                 path=current, reason="decode_error")
-        self._on_event("retry", f"{slot.packed} {slot.skipped}")
+        self._on_progress(Progress(slot.packed, slot.skipped, retracted=True))
         return task.with_crash(current, detail)
 
     def close(self, *, force: bool) -> None:
@@ -314,15 +249,13 @@ class _Pool:
             slot.conn.close()
 
 
-def run_shard_tasks(tasks: list[Task], *, workers: int, on_event: Callable[[str, str], None],
+def run_shard_tasks(tasks: list[Task], *, workers: int, on_progress: OnProgress,
                     on_result: OnResult) -> None:
     """Run ``tasks`` on up to ``workers`` processes; see the module docstring.
 
-    ``on_event(kind, detail)`` sees ``progress`` (detail ``"<packed> <skipped>"`` since the
-    last report, a few times a second per worker) and ``retry`` (the same counts, already
-    reported for a task that is being redone after a decoder crash);
-    ``on_result`` gets each finished task's result, in completion order, and may return more
-    tasks to run.
+    ``on_progress`` sees each worker's counts a few times a second, and counts taken back
+    (``retracted``) for a task redone after a decoder crash; ``on_result`` gets each finished
+    task's result, in completion order, and may return more tasks to run.
 
     Raises:
         ConversionInterrupted: Ctrl-C; workers are stopped at once.
@@ -330,7 +263,7 @@ def run_shard_tasks(tasks: list[Task], *, workers: int, on_event: Callable[[str,
     """
     if not tasks:
         return
-    pool = _Pool(max(1, min(workers, len(tasks))), on_event)
+    pool = _Pool(max(1, min(workers, len(tasks))), on_progress)
     try:
         pool.run(tasks, on_result)
     except KeyboardInterrupt:
@@ -341,3 +274,23 @@ def run_shard_tasks(tasks: list[Task], *, workers: int, on_event: Callable[[str,
         pool.close(force=True)
         raise
     pool.close(force=False)
+
+
+class LocalEngine:
+    """The built-in pool of worker processes on this machine (the default engine)."""
+
+    name = "local"
+
+    def __init__(self, workers: int) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        self.workers = workers
+
+    @property
+    def parallelism(self) -> int:
+        """Worker processes."""
+        return self.workers
+
+    def run(self, tasks: list[Task], *, on_progress: OnProgress, on_result: OnResult) -> None:
+        """Run ``tasks`` on the worker processes (see :func:`run_shard_tasks`)."""
+        run_shard_tasks(tasks, workers=self.workers, on_progress=on_progress, on_result=on_result)

@@ -1,0 +1,132 @@
+"""What a dataset holds, whether it is whole, and what was shown or exported, as text."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+from packer.cli.formatting.listing import MAX_LISTED, append_listing
+from packer.sizes import format_size
+from packer.tools.export import ExportResult
+from packer.tools.preview import ContactSheet
+from packer.tools.show import SampleInfo
+from packer.tools.verify import VerifyReport
+
+__all__ = ["format_export", "format_info", "format_sample_info", "format_sheet", "format_verify"]
+
+
+def _listed(lines: list[str], title: str, items: list[str]) -> None:
+    append_listing(lines, title, items, more="packer info --json lists all")
+
+
+def format_info(info: dict[str, Any]) -> str:
+    """Render :func:`dataset_info` for people."""
+    lines = [
+        f"{info['path']}",
+        f"  backend {info['backend']}, codec {info['codec']}, check {info['check']}, "
+        f"format v{info['format_version']}, {info['created_by']} at {info['created_at']}",
+        f"  source  {info['source']}",
+        f"  samples {info['num_samples']} in {info['num_classes']} classes, "
+        f"{len(info['shards'])} shard(s), {format_size(info['num_bytes'])}",
+        f"  skipped {len(info['skipped'])}",
+        "classes:",
+    ]
+    counts = info["class_counts"]
+    width = max((len(name) for name in counts), default=0)
+    for index, (name, count) in enumerate(counts.items()):
+        if index == MAX_LISTED and len(counts) > MAX_LISTED + 1:
+            lines.append(f"  ... and {len(counts) - MAX_LISTED} more classes")
+            break
+        lines.append(f"  {index:>4}  {name:<{width}}  {count}")
+    lines.append("shards:")
+    for index, shard in enumerate(info["shards"]):
+        if index == MAX_LISTED and len(info["shards"]) > MAX_LISTED + 1:
+            lines.append(f"  ... and {len(info['shards']) - MAX_LISTED} more shards")
+            break
+        last = shard["first"] + shard["num_samples"] - 1
+        span = f"{shard['first']}..{last}" if shard["num_samples"] else "none (every file skipped)"
+        lines.append(f"  {shard['path']}  samples {span}"
+                     f"  ({shard['num_samples']}), {format_size(shard['num_bytes'])}, "
+                     f"sha256 {shard['sha256'][:16]}")
+    reasons = Counter(s["reason"] for s in info["skipped"])
+    if reasons:
+        lines.append("skipped by reason: " + ", ".join(f"{r} {n}" for r, n in sorted(reasons.items())))
+    _listed(lines, "skipped files", [f"{s['path']}: {s['reason']} ({s['detail']})"
+                                     for s in info["skipped"]])
+    scan = info["scan"]
+    _listed(lines, "ignored hidden entries (ImageFolder would read them)", scan["ignored_hidden"])
+    _listed(lines, "directory symlink loops not followed again", scan["cut_symlink_loops"])
+    _listed(lines, "unreadable directories (their files were not found)", scan["unreadable_dirs"])
+    return "\n".join(lines)
+
+
+def format_verify(report: VerifyReport) -> str:
+    """Render a :class:`VerifyReport` for people: the verdict, each problem, what was checked."""
+    total = sum(report.problem_counts.values())
+    verdict = "OK" if report.ok else f"DAMAGED: {total} problem(s)"
+    lines = [f"{report.root}: {verdict}"]
+    listed = Counter(p.kind for p in report.problems)
+    width = max((len(p.kind) for p in report.problems), default=0)
+    lines.extend(f"  {p.kind:<{width}}  {p.message}" for p in report.problems)
+    for kind, count in sorted(report.problem_counts.items()):
+        if count > listed[kind]:
+            lines.append(f"  ... and {count - listed[kind]} more {kind} (--json lists the first "
+                         f"{MAX_LISTED} of each kind)")
+    lines.extend(f"  note: {note}" for note in report.notes)
+    lines.append(f"checked: {report.shards_checked} of {report.num_shards} shard(s) and "
+                 f"{report.files_checked - report.shards_checked} index file(s) match their "
+                 f"size and sha256 ({report.bytes_hashed} bytes)")
+    if report.deep:
+        lines.append(f"  deep: {report.samples_checked} of {report.num_samples} samples read and "
+                     "decoded, labels checked")
+    if report.against is not None:
+        lines.append(f"  against {report.against}: {report.samples_compared} of "
+                     f"{report.num_samples} samples compared byte for byte")
+    if report.samples_skipped:
+        lines.append(f"  {report.samples_skipped} sample(s) in damaged shards were not read")
+    return "\n".join(lines)
+
+def format_sample_info(info: SampleInfo) -> str:
+    """A few aligned lines for people."""
+    return "\n".join([
+        f"sample   #{info.index} of {info.num_samples} (numbered from 0)",
+        f"path     {info.relpath}",
+        f"class    {info.class_name} (target {info.target})",
+        f"stored   {info.stored_bytes} bytes ({format_size(info.stored_bytes)}), codec {info.codec}, "
+        f"{info.backend} shard {info.shard}",
+        f"image    {info.width}x{info.height} {info.mode} {info.format}"
+        + ("" if info.mode == "RGB" else " (the dataset yields it as RGB)"),
+    ])
+
+def format_export(result: ExportResult) -> str:
+    """Two or three lines for people: what was written, and what was not and why."""
+    fmt = {"jpeg": "the stored JPEG bytes, named .jpg", "pixels": "the pixels as lossless PNG, named .png"}
+    how = fmt.get(result.codec, "the original bytes at their original paths")
+    lines = [f"Exported {result.written} samples of {len(result.classes)} classes to {result.out} "
+             f"({format_size(result.bytes_written)}, {result.seconds:.1f} s): {how}."]
+    if result.renamed:
+        lines.append(f"  {result.renamed} file(s) renamed to their stored format's suffix.")
+    left_out = []
+    if result.not_selected:
+        left_out.append(f"{result.not_selected} sample(s) not selected (--classes/--limit)")
+    if result.skipped_in_dataset:
+        left_out.append(f"{result.skipped_in_dataset} file(s) the conversion skipped (never packed; "
+                        "packer info lists them)")
+    if left_out:
+        lines.append("  not exported: " + "; ".join(left_out) + ".")
+    return "\n".join(lines)
+
+def format_sheet(sheet: ContactSheet, out: str | os.PathLike[str]) -> str:
+    """What was written, for people; names the samples that did not decode, if any."""
+    width, height = sheet.image.size
+    lines = [f"Wrote {os.fspath(out)}: {len(sheet.cells)} samples of {len(sheet.rows)} classes "
+             f"({width}x{height} px sheet, seed {sheet.seed})."]
+    failed = sheet.failed
+    if failed:
+        named = ", ".join(f"#{c.index} ({c.relpath})" for c in failed[:5])
+        more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
+        lines.append(f"warning: {len(failed)} sample(s) could not be decoded: {named}{more}; "
+                     f"run packer verify {sheet.root} --deep")
+    return "\n".join(lines)
+

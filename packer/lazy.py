@@ -1,0 +1,46 @@
+"""Public names of a package, imported from their modules on first use (PEP 562).
+
+``import packer`` (or ``packer.conversion``) then costs almost nothing, the command line starts
+without torch, and each name still lives in exactly one module: the package only says where.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["lazy_exports"]
+
+
+def lazy_exports(package: str, homes: Mapping[str, Sequence[str]], exported: Sequence[str]
+                 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``__getattr__`` and ``__dir__`` for ``package``, from ``{module: [names]}``.
+
+    ``module`` is relative to ``package`` (``".run"``) or absolute. A name is imported the
+    first time it is asked for and then cached in the package's namespace. ``exported`` is the
+    package's ``__all__`` (a literal list, for type checkers and documentation tools); it must
+    name exactly the names of ``homes``.
+    """
+    where: dict[str, str] = {}
+    for module, names in homes.items():
+        absolute = package + module if module.startswith(".") else module
+        for name in names:
+            if name in where:
+                raise ImportError(f"{package}: {name!r} is exported from two modules")
+            where[name] = absolute
+    if sorted(where) != sorted(exported):
+        raise ImportError(f"{package}: __all__ and the lazily exported names differ: "
+                          f"{sorted(set(where) ^ set(exported))}")
+
+    def __getattr__(name: str) -> Any:
+        if name not in where:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(where[name]), name)
+        setattr(importlib.import_module(package), name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(importlib.import_module(package))) | set(exported))
+
+    return __getattr__, __dir__
