@@ -6,16 +6,16 @@ command line and conversion workers start fast, and torch is loaded only by the 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from packer.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from packer.format.backends import backend_names, get_backend
-    from packer.format.codecs import codec_names
-    from packer.conversion.run import ConversionResult, TaskResult, convert, convert_task
-    from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
+    from packer.conversion.array_run import TaskResult, convert_task
     from packer.conversion.dryrun import ConversionPlan, plan_conversion
     from packer.conversion.engines import Engine, ExecutorEngine, LocalEngine, open_engine
+    from packer.conversion.merging import MergeResult, merge
+    from packer.conversion.run import ConversionResult, convert
     from packer.errors import (
         BadImageError,
         ConversionError,
@@ -36,23 +36,26 @@ if TYPE_CHECKING:
         SourceNotFoundError,
         UnknownNameError,
     )
-    from packer.tools.export import ExportResult, export_dataset
-    from packer.read.baseline import ImageFolderDataset
-    from packer.source.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
-    from packer.read.loader import LoaderSettings, loader_settings, make_loader
+    from packer.format.backends import backend_names, get_backend
+    from packer.format.codecs import codec_names
     from packer.format.manifest import Manifest
-    from packer.conversion.merging import MergeResult, merge
-    from packer.tools.preview import ContactSheet, make_contact_sheet, write_contact_sheet
+    from packer.read.baseline import ImageFolderDataset
+    from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
+    from packer.read.loader import LoaderSettings, loader_settings, make_loader
     from packer.read.samplers import ShardAwareSampler
-    from packer.tools.show import SampleInfo, sample_bytes, sample_info, save_sample
-    from packer.sizes import parse_size
     from packer.read.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
+    from packer.sizes import parse_size
+    from packer.source.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
+    from packer.tools.export import ExportResult, export_dataset
+    from packer.tools.preview import ContactSheet, make_contact_sheet, write_contact_sheet
+    from packer.tools.show import SampleInfo, sample_bytes, sample_info, save_sample
     from packer.tools.verify import VerifyReport, verify_dataset
 
 _HOMES = {
     "packer.format.backends": ["backend_names", "get_backend"],
     "packer.format.codecs": ["codec_names"],
-    "packer.conversion.run": ["ConversionResult", "TaskResult", "convert", "convert_task"],
+    "packer.conversion.run": ["ConversionResult", "convert"],
+    "packer.conversion.array_run": ["TaskResult", "convert_task"],
     "packer.read.datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"],
     "packer.conversion.dryrun": ["ConversionPlan", "plan_conversion"],
     "packer.conversion.engines": ["Engine", "ExecutorEngine", "LocalEngine", "open_engine"],
@@ -74,8 +77,6 @@ _HOMES = {
     "packer.read.transforms": ["CenterCropResize", "Normalize", "RandomResizedCropFlip"],
     "packer.tools.verify": ["VerifyReport", "verify_dataset"],
 }
-_LAZY = {name: module for module, names in _HOMES.items() for name in names}
-
 __all__ = [
     "BadImageError",
     "CenterCropResize",
@@ -141,17 +142,4 @@ __all__ = [
     "write_contact_sheet",
 ]
 
-if sorted(_LAZY) != __all__:  # the two lists must name the same things
-    raise ImportError("packer.__all__ and its lazy imports disagree")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'packer' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)

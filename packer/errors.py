@@ -1,6 +1,4 @@
-"""The exceptions packer raises, as one small tree.
-
-::
+"""The exceptions packer raises, as one small tree::
 
     PackerError                          root: catch this to catch anything packer raises
     ├── SourceError                      the input tree cannot be used

@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 import packer
-from packer.conversion.run import default_workers
+from packer.cpus import available_cpus
 
 
 def _tree_stats(src: str) -> tuple[int, int]:
@@ -107,11 +107,11 @@ def main() -> None:
     }
     if args.json:
         print(json.dumps({"src": args.src, "backend": args.backend, "images": images,
-                          "source_bytes": source_bytes, "cpus": default_workers(),
+                          "source_bytes": source_bytes, "cpus": available_cpus(),
                           "repeats": args.repeats, "cases": figures, "ratios": ratios}, indent=2))
         return
     print(f"{args.src}: {images} images, {source_bytes / 1e6:.1f} MB; backend {args.backend}; "
-          f"{args.repeats} interleaved repeats, warm page cache, {default_workers()} CPUs")
+          f"{args.repeats} interleaved repeats, warm page cache, {available_cpus()} CPUs")
     print(f"  {'case':<24} {'images/s':>9} {'MB/s':>8}   median s (min-max)")
     for name, fig in figures.items():
         print(f"  {name:<24} {fig['images_per_s']:>9.0f} {fig['mb_per_s']:>8.1f}   "

@@ -150,17 +150,14 @@ def build(case: str, paths: dict[str, str], args: argparse.Namespace) -> tuple[I
     common = {"batch_size": args.batch_size, "shuffle": True, "num_workers": args.workers,
               "persistent_workers": args.workers > 0, "generator": torch.Generator().manual_seed(args.seed)}
     if case == "folder":
-        from packer.read.baseline import ImageFolderDataset
-
-        return DataLoader(ImageFolderDataset(paths["folder"], transform=standard_transform()), **common), None
+        folder = packer.ImageFolderDataset(paths["folder"], transform=standard_transform())
+        return DataLoader(folder, **common), None
     if case == "packer-std":
         return DataLoader(packer.open_dataset(paths["lmdb"], transform=standard_transform()), **common), None
     if case.startswith("packer-fast"):
-        from packer.read.transforms import RandomResizedCropFlip
-
         root = paths[{"packer-fast": "lmdb", "packer-fast-jpeg256": "jpeg256",
                       "packer-fast-pixels256": "pixels256"}[case]]
-        dataset = packer.open_dataset(root, transform=RandomResizedCropFlip(224), decode=False)
+        dataset = packer.open_dataset(root, transform=packer.RandomResizedCropFlip(224), decode=False)
         # One reused float buffer; the main process's threads held to the cores the workers leave.
         return DataLoader(dataset, **common), BatchNormalizer(args.workers)
     import numpy as np

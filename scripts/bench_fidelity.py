@@ -36,9 +36,10 @@ import torch
 from PIL import Image
 
 import packer
-from packer.read.baseline import ImageFolderDataset
-from packer.format.codecs.reencode import pixels_array
-from packer.read.transforms import crop_resize, random_resized_crop_params
+from packer import ImageFolderDataset
+from packer.format.codecs import pixels_array
+from packer.read.crop_params import random_resized_crop_params
+from packer.read.crop_resize import crop_resize
 
 SETTINGS = {
     "default (auto)": {},

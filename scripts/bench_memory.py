@@ -79,15 +79,13 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from packer.format.backends import backend_names, get_backend
-from packer.format.codecs import DEFAULT_MAX_PIXELS, get_codec
-from packer.conversion.run import shard_name
+from packer import IMG_EXTENSIONS, Manifest, PackerError, backend_names, get_backend, verify_dataset
+from packer.conversion.plan import shard_name
+from packer.format.codecs import get_codec
 from packer.format.durable import sha256_file
-from packer.errors import PackerError
-from packer.source.imagefolder import IMG_EXTENSIONS
-from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, Manifest, ScanInfo, ShardEntry
+from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, ScanInfo, ShardEntry
 from packer.format.sample_index import write_sample_index
-from packer.tools.verify import verify_dataset
+from packer.source.imagecheck import DEFAULT_MAX_PIXELS
 
 MB = 1_000_000
 OPEN_TARGET_S = 1.0
@@ -293,7 +291,7 @@ def verify(dst: str, *, deep: bool) -> dict[str, Any]:
 def child_open(dst: str, backend_name: str) -> dict[str, Any]:
     """Time opening and first accesses in this (fresh) process; imports are timed apart."""
     t0 = time.perf_counter()
-    from packer.read.datasets import open_dataset  # packer.open_dataset; its import (torch) is timed apart
+    from packer import open_dataset  # imports its module (and torch) now: timed apart from the open
 
     get_backend(backend_name)  # the backend module (lmdb / h5py) too
     import_s = time.perf_counter() - t0
@@ -355,7 +353,7 @@ def child_epoch(dst: str, *, workers: int, batch_size: int, decode: bool, epochs
     import torch
     from torch.utils.data import DataLoader
 
-    from packer.read.datasets import open_dataset
+    from packer import open_dataset
 
     me = os.getpid()
     main_start = read_memory(me)

@@ -57,9 +57,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Subset
 
 import packer
+from packer import ImageFolderDataset, RandomResizedCropFlip
 from packer.tools.bench import BatchNormalizer, StandardTrainTransform, _count_bytes, consume
-from packer.read.baseline import ImageFolderDataset
-from packer.read.transforms import RandomResizedCropFlip
 
 CONVERSIONS: dict[str, dict[str, Any]] = {
     "lmdb": {"to": "lmdb", "codec": "original"},

@@ -42,7 +42,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 import packer
-from packer.read.samplers import ShardAwareSampler
+from packer import ShardAwareSampler
 
 
 def count_bytes(batch: list[tuple[bytes, int]]) -> int:

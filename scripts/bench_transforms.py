@@ -35,14 +35,9 @@ import torch
 from PIL import Image
 
 import packer
-from packer.read.transforms import (
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    CenterCropResize,
-    Normalize,
-    RandomResizedCropFlip,
-    random_resized_crop_params,
-)
+from packer import CenterCropResize, Normalize, RandomResizedCropFlip
+from packer.read.crop_params import random_resized_crop_params
+from packer.read.normalize import IMAGENET_MEAN, IMAGENET_STD
 
 BILINEAR = Image.Resampling.BILINEAR
 

@@ -18,10 +18,10 @@ from click.testing import CliRunner
 from imagetools import dataset_snapshot, mixed_tree
 
 import packer
-from packer.conversion.arrayjob import ArrayTask, array_task
-from packer.format.backends import Backend
 from packer.cli import cli
+from packer.conversion.arrayjob import ArrayTask, array_task
 from packer.conversion.plan import shards_of_task
+from packer.format.backends import Backend
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
 
 SHARD_SIZE = "1500"  # bytes: the tree below becomes about a dozen shards
@@ -233,12 +233,12 @@ def test_cli_array_flags_are_usage_errors_when_incomplete(src: Path, tmp_path: P
 def test_a_task_starting_while_another_claims_dst_joins_it(src: Path, local: Path, tmp_path: Path,
                                                           backend: Backend) -> None:
     """The instant between one task writing its marker aside and linking it into place."""
-    from packer.conversion.destination import destination_state
+    from packer.conversion.destination import Destination
 
     dst = tmp_path / "array"
     dst.mkdir()
     (dst / f".{IN_PROGRESS_NAME}.4242.0badc0de.tmp").write_text("{}")
-    assert destination_state(str(dst)) == "partial"
+    assert Destination(dst).state == "partial"
     for task_id in range(2):
         packer.convert_task(src, dst, task_id=task_id, num_tasks=2, to=backend.name, shard_size=SHARD_SIZE)
     packer.merge(dst)

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from imagetools import sha
 
+from packer.errors import ShardError, UnknownNameError
 from packer.format.backends import Backend, backend_names, get_backend, register_backend
 from packer.format.backends.base import ShardReader
-from packer.errors import ShardError, UnknownNameError
 
 
 def make_payloads() -> list[bytes]:

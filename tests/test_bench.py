@@ -15,11 +15,12 @@ from click.testing import CliRunner
 from imagetools import jpeg_bytes, write_tree
 
 import packer
-from packer.tools import bench as bench_module
 from packer import cpus as cpus_module
-from packer.tools.bench import PIPELINES, BenchReport, StandardTrainTransform, Timing, bench, sweep
 from packer.cli import cli
 from packer.cli.formatting import format_bench, format_sweep
+from packer.tools import bench as bench_module
+from packer.tools.bench import PIPELINES, BenchReport, StandardTrainTransform, Timing, bench
+from packer.tools.tuning import sweep
 
 
 @pytest.fixture
@@ -112,8 +113,8 @@ def test_drop_page_cache_keeps_the_files(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("pipeline", ["fast", "train"])
 def test_profile_times_every_stage(tree_and_dataset: tuple[Path, Path], pipeline: str) -> None:
-    from packer.tools.profiling import STAGES, profile_loading
     from packer.cli.formatting import format_profile
+    from packer.tools.profiling import STAGES, profile_loading
 
     _, dst = tree_and_dataset
     profile = profile_loading(str(dst), pipeline=pipeline, images=8, batch_size=4, workers=0)

@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from packer.format.backends import backend_names
 from packer.cli import cli
+from packer.format.backends import backend_names
 from packer.format.manifest import IN_PROGRESS_NAME
 
 

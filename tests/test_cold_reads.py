@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 
 import packer
 from packer.format.backends import Backend
-from packer.format.backends import lmdb as lmdb_backend
+from packer.format.backends import lmdb_reader as lmdb_backend
 
 
 def _drop_from_page_cache(root: Path) -> int:
@@ -75,11 +75,12 @@ def test_lmdb_values_are_copied_with_one_pread_or_from_the_map(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """One ``pread`` of each value's exact range (fewer round trips cold or on shared storage);
     where the map's base is unknown, the same bytes from the map."""
-    from packer.format.backends import lmdb as lmdb_backend
+    from packer.format.backends import lmdb_reader as lmdb_backend
+    from packer.format.backends.lmdb import BACKEND as LMDB_BACKEND
 
     payloads = [bytes([i]) * (100 + 5000 * i) for i in range(6)]  # inline and overflow values
     path = str(tmp_path / "shard.lmdb")
-    with lmdb_backend.BACKEND.writer(path, capacity=1 << 20) as writer:
+    with LMDB_BACKEND.writer(path, capacity=1 << 20) as writer:
         for payload in payloads:
             writer.write(payload)
     calls: list[tuple[int, int]] = []
@@ -90,12 +91,12 @@ def test_lmdb_values_are_copied_with_one_pread_or_from_the_map(tmp_path: Path,
         return real_pread(fd, size, offset)
 
     monkeypatch.setattr(lmdb_backend.os, "pread", counting)
-    reader = lmdb_backend.BACKEND.reader(path, len(payloads))
+    reader = LMDB_BACKEND.reader(path, len(payloads))
     assert [reader.read(i) for i in (5, 0, 3)] == [payloads[5], payloads[0], payloads[3]]
     assert [size for size, _ in calls] == [len(payloads[i]) for i in (5, 0, 3)]
     reader.close()
     calls.clear()
     monkeypatch.setattr(lmdb_backend, "_map_base", lambda path: None)
-    reader = lmdb_backend.BACKEND.reader(path, len(payloads))
+    reader = LMDB_BACKEND.reader(path, len(payloads))
     assert [reader.read(i) for i in range(6)] == payloads and calls == []
     reader.close()

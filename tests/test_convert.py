@@ -45,9 +45,9 @@ from packer import (
     scan_imagefolder,
 )
 from packer.conversion.engines import local as workers
+from packer.conversion.sharding import plan_shards
 from packer.format.backends import Backend
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, Manifest
-from packer.conversion.sharding import plan_shards
 from packer.source.sourcefile import SKIP_REASONS
 
 

@@ -36,10 +36,10 @@ def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setitem(sys.modules, "distributed", None)
     monkeypatch.setitem(sys.modules, "dask_jobqueue", None)
-    with pytest.raises(packer.MissingExtraError, match=r"pip install 'packer\[dask\]'"), \
+    with pytest.raises(packer.MissingExtraError, match=r"pip install 'packer-shards\[dask\]'"), \
             dask_engine.dask_engine("tcp://127.0.0.1:1"):
         pass
-    with pytest.raises(ImportError, match=r"packer\[dask\]"):
+    with pytest.raises(ImportError, match=r"packer-shards\[dask\]"):
         dask_engine.job_script("slurm", queue=None, walltime="1:00:00")
 
 

@@ -38,9 +38,9 @@ from packer import (
     open_dataset,
 )
 from packer.format.backends import Backend
-from packer.read.datasets import PackedImageDataset
-from packer.read.baseline import ImageFolderDataset
 from packer.format.manifest import IN_PROGRESS_NAME
+from packer.read.baseline import ImageFolderDataset
+from packer.read.datasets import PackedImageDataset
 
 CLASSES = ["cat", "dog", "zebra fish", "éclair"]
 SAMPLES = [

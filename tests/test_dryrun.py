@@ -14,11 +14,11 @@ from imagetools import STANDARD_IMAGES, Dir, Symlink, jpeg_bytes, png_bytes
 
 import packer
 from packer import EmptySourceError, SourceNotFoundError, UnknownNameError, convert, scan_imagefolder
-from packer.format.backends import Backend
 from packer.cli.formatting import format_plan
 from packer.conversion.dryrun import ConversionPlan, plan_conversion
-from packer.format.manifest import Manifest
 from packer.conversion.sharding import plan_shards
+from packer.format.backends import Backend
+from packer.format.manifest import Manifest
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:

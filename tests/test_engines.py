@@ -17,9 +17,9 @@ import pytest
 from imagetools import dataset_snapshot, mixed_tree
 
 import packer
-from packer.format.backends import Backend
 from packer.conversion.engines import ExecutorEngine, LocalEngine, Progress, open_engine
 from packer.conversion.engines.executor import execute_task
+from packer.format.backends import Backend
 from packer.format.manifest import MANIFEST_NAME
 
 SHARD_SIZE = "1500"

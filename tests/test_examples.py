@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -188,3 +189,34 @@ def test_convert_and_train_without_arguments_runs_on_the_demo_tree(tmp_path: Pat
     assert "Packed 300 samples in 4 classes" in result.stdout and "skipped 3" in result.stdout
     assert "epoch 1: loss" in result.stdout
     assert not list(tmp_path.glob("packer-e2e-*"))  # the temporary work directory is gone
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_train_minimal_trains_on_a_packed_dataset(tmp_path: Path) -> None:
+    spec = {f"{cls}/{i:02d}.jpg": jpeg_bytes(24, 20, i + 10 * n)
+            for n, cls in enumerate(("ant", "bee", "cat")) for i in range(4)}
+    dst = tmp_path / "packed"
+    packer.convert(write_tree(tmp_path / "src", spec), dst, to="hdf5", workers=1)
+    env = _clean_env(tmp_path)
+    # This checkout's packer, however packer is installed (as `python examples/...` from the repository).
+    inherited = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(EXAMPLES.parent), *inherited])
+    command = [sys.executable, str(EXAMPLES / "train_minimal.py"), str(dst), "--epochs", "1",
+               "--batch-size", "4", "--workers", "1", "--size", "16"]
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=150,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "'ant', 'bee', 'cat'" in result.stdout
+    epoch = re.search(r"^epoch 0: loss (\S+), train accuracy (\S+)%, \d+ images/s$", result.stdout, re.M)
+    assert epoch, result.stdout
+    assert 0 < float(epoch[1]) < 10 and 0 <= float(epoch[2]) <= 100
+    assert "epoch 1:" not in result.stdout
+
+
+def test_every_example_is_run_by_a_test() -> None:
+    source = Path(__file__).read_text(encoding="utf-8")
+    examples = sorted(path.name for path in EXAMPLES.iterdir() if path.suffix in (".py", ".sh"))
+    assert examples, f"no examples found under {EXAMPLES}"
+    untested = [name for name in examples if f'EXAMPLES / "{name}"' not in source]
+    assert not untested, f"examples no test runs: {untested}"

@@ -14,13 +14,13 @@ from imagetools import image_bytes, standard_spec, tree_files, truncated_jpeg
 from PIL import Image
 
 import packer
-from packer.format.backends import Backend
 from packer.cli import cli
-from packer.errors import OutputError, OutputExistsError, UnknownNameError
 from packer.cli.formatting import format_export
-from packer.tools.export import export_dataset
+from packer.errors import OutputError, OutputExistsError, UnknownNameError
+from packer.format.backends import Backend
 from packer.format.manifest import Manifest
 from packer.format.shardset import ShardSet
+from packer.tools.export import export_dataset
 
 
 def _convert(src: Path, dst: Path, backend: str = "lmdb", codec: str = "original",

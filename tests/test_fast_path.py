@@ -2,7 +2,7 @@
 uncopied batches through default_collate, reused read memory, and how close the pixels stay
 to torchvision's.
 
-The accelerators (simplejpeg, OpenCV) come with ``packer[fast]``; tests that need one skip
+The accelerators (simplejpeg, OpenCV) come with ``packer-shards[fast]``; tests that need one skip
 without it, and CI runs this module both with and without the extra installed.
 """
 
@@ -20,13 +20,13 @@ from PIL import Image
 from torch.utils.data import DataLoader, default_collate
 
 import packer
-from packer.read import speedups
+from packer.errors import MissingExtraError
 from packer.format.backends import Backend
 from packer.format.backends.base import Arena
+from packer.format.codecs import PixelsCodec
+from packer.read import speedups
 from packer.read.batching import BatchSample
 from packer.read.decoding import open_picture, resolve_decoder
-from packer.errors import MissingExtraError
-from packer.format.codecs.reencode import PixelsCodec
 from packer.read.resampling import resolve_resampler
 from packer.read.transforms import (
     BatchTransform,
@@ -93,7 +93,7 @@ def test_auto_takes_the_accelerators_when_present_and_names_the_extra_when_not(
     monkeypatch.setattr(speedups, "_cv2_ready", None)
     assert resolve_decoder("auto") == "pil" and resolve_resampler("auto") == "torch"
     assert RandomResizedCropFlip(8).resampler == "torch" and CenterCropResize().decoder == "pil"
-    with pytest.raises(MissingExtraError, match=r"pip install 'packer\[fast\]'") as missing:
+    with pytest.raises(MissingExtraError, match=r"pip install 'packer-shards\[fast\]'") as missing:
         RandomResizedCropFlip(8, resampler="opencv")
     assert isinstance(missing.value, ImportError) and "opencv-python-headless" in str(missing.value)
     with pytest.raises(MissingExtraError, match="simplejpeg"):

@@ -24,12 +24,12 @@ from click.testing import CliRunner
 from imagetools import jpeg_bytes, write_tree
 
 import packer
-from packer.format import codecs
+from packer.cli import cli
 from packer.conversion import tasks as shardwork
 from packer.conversion.engines import local as workers
-from packer.format.backends import Backend
-from packer.cli import cli
 from packer.errors import BadImageError, ConversionError, SourceError
+from packer.format import codecs
+from packer.format.backends import Backend
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -187,7 +187,7 @@ def test_decoder_crash_skips_the_file_and_the_run_goes_on(
     bad = (src / "ant" / "006.jpg").read_bytes()
     with forked_workers.context() as patch:
         _crash_on(patch, bad)
-        patch.setattr(sys.modules["packer.conversion.run"], "_ThreadlessTqdm", _Bar)
+        patch.setattr(sys.modules["packer.conversion.execution"], "_ThreadlessTqdm", _Bar)
         result = packer.convert(src, tmp_path / "dst", to=backend.name, shard_size=SHARD,
                                 workers=2, progress=True)
     skipped = [(s.path, s.reason) for s in result.manifest.skipped]
@@ -210,7 +210,7 @@ def test_decoder_crash_under_strict_names_the_file(tmp_path: Path,
 def test_progress_bar_ends_at_the_samples_packed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = _tree(tmp_path / "src", count=10)
     (src / "ant" / "junk.jpg").write_bytes(b"junk")
-    monkeypatch.setattr(sys.modules["packer.conversion.run"], "_ThreadlessTqdm", _Bar)
+    monkeypatch.setattr(sys.modules["packer.conversion.execution"], "_ThreadlessTqdm", _Bar)
     result = packer.convert(src, tmp_path / "dst", to="lmdb", shard_size=SHARD, progress=True)
     assert _Bar.last is not None and _Bar.last.n == _Bar.last.total == result.manifest.num_samples == 10
 

@@ -7,6 +7,7 @@ inside functions, under ``TYPE_CHECKING``, ``import packer.x`` as well as ``from
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 import textwrap
@@ -159,7 +160,23 @@ def test_the_checker_sees_every_import_form() -> None:
     """The checks above would catch the forms that slipped through in 0.1."""
     assert "packer.conversion.engines.dask_cluster" in imports_of("packer.conversion.engines.select")
     assert "packer.format.codecs.reencode" in imports_of("packer.format.codecs.jpeg")
+    assert "packer.conversion.engines.base" in imports_of("packer.conversion.engines.executor")
     assert _layer("packer.cli.formatting") > _layer("packer.tools.verify") > _layer("packer.conversion.run")
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_packages_export_what_they_say_and_shadow_no_module(package: str) -> None:
+    """Each package's ``__all__`` resolves, and no exported name hides a submodule of that name
+    (``from packer.tools import bench`` must be one thing)."""
+    module = importlib.import_module(package) if package != "packer" else packer
+    if _inside(package, ("packer.cli",)):
+        return
+    exported = getattr(module, "__all__", [])
+    submodules = {name.rsplit(".", 1)[1] for name in MODULES
+                  if "." in name and name.rsplit(".", 1)[0] == package}
+    assert not set(exported) & submodules, f"{package} exports names of its submodules"
+    for name in exported:
+        getattr(module, name)
 
 
 _WITHOUT_TORCH = textwrap.dedent("""

@@ -15,11 +15,12 @@ from PIL import Image, ImageOps
 
 import packer
 import packer.tools.preview
-from packer.format.backends import Backend
 from packer.cli import cli
-from packer.format.codecs import OriginalCodec
 from packer.cli.formatting import format_sheet
 from packer.errors import UnknownNameError
+from packer.format.backends import Backend
+from packer.format.codecs import OriginalCodec
+from packer.format.shardset import ShardSet
 from packer.tools.preview import (
     MAX_SHEET_PIXELS,
     PAD,
@@ -28,7 +29,6 @@ from packer.tools.preview import (
     write_contact_sheet,
 )
 from packer.tools.selection import class_members, pick_samples, select_classes
-from packer.format.shardset import ShardSet
 
 CODECS = [("original", {}), ("jpeg", {"resize": 16}), ("pixels", {"resize": 16})]
 

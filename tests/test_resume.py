@@ -23,9 +23,9 @@ from click.testing import CliRunner
 from imagetools import dataset_snapshot, mixed_tree, png_bytes
 
 import packer
-from packer.format.backends import Backend
 from packer.cli import cli
 from packer.errors import IncompleteDatasetError, OutputExistsError, ResumeError
+from packer.format.backends import Backend
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -47,8 +47,8 @@ def _killed_run(src: Path, dst: Path, backend: str, patch: str,
     """Run `packer convert` in a child that applies ``patch`` (Python) first."""
     code = textwrap.dedent(f"""
         import os, signal, sys
-        import packer.conversion.run, packer.conversion.engines.local, packer.format.manifest
-        conv, man = sys.modules["packer.conversion.run"], sys.modules["packer.format.manifest"]
+        import packer.conversion.destination, packer.conversion.engines.local, packer.format.manifest
+        dest, man = sys.modules["packer.conversion.destination"], sys.modules["packer.format.manifest"]
         engines = sys.modules["packer.conversion.engines.local"]
         def die():
             os.kill(os.getpid(), signal.SIGKILL)
@@ -65,11 +65,11 @@ def _killed_run(src: Path, dst: Path, backend: str, patch: str,
 KILL_POINTS = {
     # right after DST was marked in progress: nothing written yet
     "early": """
-        start = conv.start_destination
+        start = dest.Destination.start
         def patched(*args, **kwargs):
             start(*args, **kwargs)
             die()
-        conv.start_destination = patched
+        dest.Destination.start = patched
     """,
     # after the second finished task (a shard, or a segment of one) came back from the workers
     "mid": """
@@ -257,9 +257,10 @@ def test_one_shard_is_packed_in_segments_with_the_same_bytes(tmp_path: Path,
 def test_segments_plan_covers_every_item_once() -> None:
     from packer.conversion.scheduling import SEGMENTS_PER_WORKER, make_tasks
     from packer.conversion.tasks import SegmentTask, ShardTask
+    from packer.format.codecs import OriginalCodec
 
     items = tuple((f"c/{i}.jpg", 0, 100 + i) for i in range(50))
-    shard = ShardTask(0, "shard-00000.lmdb", "/src", "/dst", "/dst/.tmp", "lmdb", "original",
+    shard = ShardTask(0, "shard-00000.lmdb", "/src", "/dst", "/dst/.tmp", "lmdb", OriginalCodec(),
                       "full", 10, False, sum(s for _, _, s in items), items, "fp")
     assert make_tasks([shard], 1) == [shard]
     tasks = make_tasks([shard], 2)

@@ -12,11 +12,11 @@ from imagetools import grayscale_png, image_bytes
 from PIL import Image
 
 import packer
-from packer.format.backends import Backend
 from packer.cli import cli
-from packer.errors import NotADatasetError
-from packer.format.codecs.reencode import pixels_array
 from packer.cli.formatting import format_sample_info
+from packer.errors import NotADatasetError
+from packer.format.backends import Backend
+from packer.format.codecs import pixels_array
 from packer.tools.show import sample_bytes, sample_info, save_sample
 
 
@@ -97,8 +97,8 @@ def test_cli_show(packed: Path, standard_tree: Path, tmp_path: Path) -> None:
 
 
 def test_a_sample_that_does_not_decode_is_reported(packed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from packer.format.codecs import OriginalCodec
     from packer.errors import ShardError
+    from packer.format.codecs import OriginalCodec
 
     def broken(self: OriginalCodec, data: bytes) -> Image.Image:
         raise OSError("image file is truncated")

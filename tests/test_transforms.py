@@ -24,8 +24,8 @@ from PIL import Image, JpegImagePlugin
 from torch.utils.data import DataLoader
 
 import packer
+from packer.format.codecs import PixelsCodec, pixels_array
 from packer.read import speedups
-from packer.format.codecs.reencode import PixelsCodec, pixels_array
 from packer.read.transforms import (
     DECODERS,
     IMAGENET_MEAN,
@@ -42,7 +42,7 @@ from packer.read.transforms import (
 
 BILINEAR = Image.Resampling.BILINEAR
 
-#: The resamplers and decoders this machine has (OpenCV and simplejpeg come with packer[fast]).
+#: The resamplers and decoders this machine has (OpenCV and simplejpeg come with packer-shards[fast]).
 HERE_RESAMPLERS = [name for name in RESAMPLERS if name != "opencv" or speedups.opencv() is not None]
 HERE_DECODERS = [name for name in DECODERS if name != "simplejpeg" or speedups.simplejpeg() is not None]
 #: How close each array resampler stays to Pillow's on the smooth test photos here: largest

@@ -1,191 +1,287 @@
-"""Rules for the output directory DST: when it may be written, resumed, or cleared.
+"""The output directory DST and its lifecycle: every state, and every move between them.
 
-DST may be new or empty; an interrupted conversion (its marker, no manifest) may be resumed
-(``resume``) or replaced (``overwrite``); a complete dataset may be replaced. A non-empty
-directory that is not packer's own is never deleted, even with ``overwrite``: packer refuses
-rather than guess what a stray ``--overwrite`` may destroy.
+States (:class:`DestinationState`), told apart by what DST holds:
+
+* ``EMPTY``: DST is absent or an empty directory; a conversion may start.
+* ``FOREIGN``: a file, or a non-empty directory without packer's marker or manifest. Never
+  written, never deleted, even with ``overwrite``: packer refuses rather than guess what a stray
+  ``--overwrite`` may destroy.
+* ``PARTIAL``: packer's in-progress marker and no manifest: a conversion that is running (array
+  tasks write into one DST at once) or was interrupted. Nothing on disk tells the two apart, so
+  ``resume`` and ``merge`` are safe to run at any time and ``overwrite`` is the user's call.
+* ``COMPLETE``: a manifest (``index.json``, written last and atomically): a dataset.
+
+Moves: :meth:`Destination.check` (refuse, touching nothing) -> :meth:`Destination.start`
+(clear a replaced dataset, record the plan in the marker, empty the staging area, keep finished
+shards when resuming) or :meth:`Destination.claim` (array tasks: record the plan once, then
+check it) -> shards are renamed in as they finish -> :meth:`Destination.finish` after the
+manifest is in place (drop the marker, staging and receipts). :meth:`Destination.discard_staging`
+cleans up after a failed run; finished shards stay for ``--resume``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import os
 import shutil
+import uuid
+from collections.abc import Sequence
+from typing import Any
 
+from packer.conversion.plan import JobPlan, shards_of_task
+from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, load_receipt
+from packer.errors import OutputError, OutputExistsError, ResumeError
 from packer.format.durable import atomic_write_bytes, fsync_dir, is_temporary_name
-from packer.errors import OutputError, OutputExistsError
-from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
+from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, Manifest
 from packer.format.sample_index import INDEX_FILES
 
-__all__ = ["RECEIPTS_DIR", "TMP_DIR", "check_destination", "clear_destination", "destination_state",
-           "discard_staging", "finish_destination", "read_marker", "remove_stray_temporaries",
-           "start_destination", "task_staging"]
+__all__ = ["TMP_DIR", "Destination", "DestinationState"]
 
+#: DST's staging area: shards are written here, then renamed into DST.
 TMP_DIR = ".tmp"
-#: Where finished shards leave their receipts (kept by ``resume``); same name as in shardwork.
-RECEIPTS_DIR = ".receipts"
-
-
 _SNIFF_BYTES = 64 << 20
 
 
-def _is_packer_output(dst: str) -> bool:
-    """Whether ``dst`` holds packer's marker, or an ``index.json`` that is a packer manifest.
+class DestinationState(str, enum.Enum):
+    """What DST holds; see the module docstring."""
 
-    ``index.json`` is a common name, so its mere presence does not make a directory packer's.
-    """
-    if os.path.exists(os.path.join(dst, IN_PROGRESS_NAME)):
-        return True
-    # An array task between writing its marker aside and linking it into place (jobplan):
-    # another task starting at that instant must see a conversion, not a foreign directory.
-    claim = f".{IN_PROGRESS_NAME}."
-    if any(name.startswith(claim) and name.endswith(".tmp") for name in os.listdir(dst)):
-        return True
-    try:
-        with open(os.path.join(dst, MANIFEST_NAME), "rb") as handle:
-            text = handle.read(_SNIFF_BYTES + 1)
-        data = json.loads(text) if len(text) <= _SNIFF_BYTES else None
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and data.get("format") == "packer"
+    EMPTY = "empty"
+    FOREIGN = "foreign"
+    PARTIAL = "partial"
+    COMPLETE = "complete"
 
 
-def destination_state(dst: str) -> str:
-    """``"empty"`` (absent or empty), ``"complete"``, ``"partial"`` (interrupted) or ``"foreign"``."""
-    if not os.path.lexists(dst) or (os.path.isdir(dst) and not os.listdir(dst)):
-        return "empty"
-    if not os.path.isdir(dst):
-        return "foreign"
-    if not _is_packer_output(dst):
-        return "foreign"
-    return "complete" if os.path.exists(os.path.join(dst, MANIFEST_NAME)) else "partial"
+class Destination:
+    """The output directory of one conversion (an absolute path); see the module docstring."""
 
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.path.abspath(os.fspath(path))
 
-def read_marker(dst: str) -> dict[str, object]:
-    """The plan an interrupted conversion recorded in its marker ({} if unreadable)."""
-    try:
-        with open(os.path.join(dst, IN_PROGRESS_NAME), encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    def __repr__(self) -> str:
+        return f"Destination({self.path!r})"
 
+    @property
+    def state(self) -> DestinationState:
+        """What DST holds now."""
+        dst = self.path
+        if not os.path.lexists(dst) or (os.path.isdir(dst) and not os.listdir(dst)):
+            return DestinationState.EMPTY
+        if not os.path.isdir(dst) or not self._is_packers():
+            return DestinationState.FOREIGN
+        if os.path.exists(os.path.join(dst, MANIFEST_NAME)):
+            return DestinationState.COMPLETE
+        return DestinationState.PARTIAL
 
-def check_destination(dst: str, src: str, *, overwrite: bool, resume: bool = False) -> str:
-    """Refuse a DST that must not be written; touch nothing; return :func:`destination_state`.
+    def _is_packers(self) -> bool:
+        """Whether DST holds packer's marker, or an ``index.json`` that is a packer manifest
+        (``index.json`` is a common name: its mere presence does not make a directory packer's)."""
+        if os.path.exists(os.path.join(self.path, IN_PROGRESS_NAME)):
+            return True
+        # An array task between writing its marker aside and linking it into place (claim):
+        # another task starting at that instant must see a conversion, not a foreign directory.
+        aside = f".{IN_PROGRESS_NAME}."
+        if any(name.startswith(aside) and name.endswith(".tmp") for name in os.listdir(self.path)):
+            return True
+        try:
+            with open(os.path.join(self.path, MANIFEST_NAME), "rb") as handle:
+                text = handle.read(_SNIFF_BYTES + 1)
+            data = json.loads(text) if len(text) <= _SNIFF_BYTES else None
+        except (OSError, ValueError):
+            return False
+        return isinstance(data, dict) and data.get("format") == "packer"
 
-    Raises:
-        OutputExistsError: DST is not empty and neither ``overwrite`` nor (for an interrupted
-            conversion) ``resume`` allows writing it; the message names the flags.
-        OutputError: DST is a file, lies inside SRC (or SRC inside it), or is a foreign
-            non-empty directory; or both ``overwrite`` and ``resume`` were asked.
-    """
-    if overwrite and resume:
-        raise OutputError("Choose --resume (finish an interrupted conversion) or --overwrite "
-                          "(start again), not both.")
-    real_dst, real_src = os.path.realpath(dst), os.path.realpath(src)
-    if real_dst == real_src or real_dst.startswith(real_src + os.sep):
-        raise OutputError(f"Destination {dst!r} is inside the source {src!r}: it would become part "
-                          "of the tree it packs. Choose a directory outside the source.")
-    if real_src.startswith(real_dst.rstrip(os.sep) + os.sep):
-        raise OutputError(f"The source {src!r} is inside the destination {dst!r}: writing there "
-                          "could delete it. Choose a destination outside the source.")
-    if os.path.lexists(dst) and not os.path.isdir(dst):
-        raise OutputError(f"Destination {dst!r} exists and is not a directory: choose another path.")
-    state = destination_state(dst)
-    if state == "foreign":
-        if overwrite or resume:
-            raise OutputError(f"Destination {dst!r} is not empty and is not a packer dataset: packer "
-                              "will not delete or resume it. Choose a new directory.")
-        raise OutputExistsError(f"Destination {dst!r} is not empty: choose a new directory.")
-    if state == "partial" and not (overwrite or resume):
-        raise OutputExistsError(f"Destination {dst!r} holds an interrupted conversion: finish it "
-                                "with --resume, or start again with --overwrite.")
-    if state == "complete" and not (overwrite or resume):
-        raise OutputExistsError(f"Destination {dst!r} is a packer dataset: choose a new directory, "
-                                "or pass --overwrite (overwrite=True) to replace it.")
-    return state
+    def check(self, src: str, *, overwrite: bool, resume: bool = False) -> DestinationState:
+        """Refuse a DST that must not be written; touch nothing; return its state.
 
+        Raises:
+            OutputExistsError: DST is not empty and neither ``overwrite`` nor (for an
+                interrupted conversion) ``resume`` allows writing it; the message names the flags.
+            OutputError: DST is a file, lies inside SRC (or SRC inside it), or is a foreign
+                non-empty directory; or both ``overwrite`` and ``resume`` were asked.
+        """
+        dst = self.path
+        if overwrite and resume:
+            raise OutputError("Choose --resume (finish an interrupted conversion) or --overwrite "
+                              "(start again), not both.")
+        real_dst, real_src = os.path.realpath(dst), os.path.realpath(src)
+        if real_dst == real_src or real_dst.startswith(real_src + os.sep):
+            raise OutputError(f"Destination {dst!r} is inside the source {src!r}: it would become "
+                              "part of the tree it packs. Choose a directory outside the source.")
+        if real_src.startswith(real_dst.rstrip(os.sep) + os.sep):
+            raise OutputError(f"The source {src!r} is inside the destination {dst!r}: writing there "
+                              "could delete it. Choose a destination outside the source.")
+        if os.path.lexists(dst) and not os.path.isdir(dst):
+            raise OutputError(f"Destination {dst!r} exists and is not a directory: choose another path.")
+        state = self.state
+        allowed = overwrite or resume
+        if state is DestinationState.FOREIGN:
+            if allowed:
+                raise OutputError(f"Destination {dst!r} is not empty and is not a packer dataset: "
+                                  "packer will not delete or resume it. Choose a new directory.")
+            raise OutputExistsError(f"Destination {dst!r} is not empty: choose a new directory.")
+        if state is DestinationState.PARTIAL and not allowed:
+            raise OutputExistsError(f"Destination {dst!r} holds an interrupted conversion: finish it "
+                                    "with --resume, or start again with --overwrite.")
+        if state is DestinationState.COMPLETE and not allowed:
+            raise OutputExistsError(f"Destination {dst!r} is a packer dataset: choose a new directory, "
+                                    "or pass --overwrite (overwrite=True) to replace it.")
+        return state
 
-def clear_destination(dst: str) -> None:
-    """Delete the contents of a packer dataset or interrupted conversion; keep the directory.
+    def marker(self) -> dict[str, Any]:
+        """What DST's in-progress marker recorded ({} if absent or unreadable)."""
+        try:
+            with open(os.path.join(self.path, IN_PROGRESS_NAME), encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
-    The in-progress marker is written first and removed never, and the manifest goes before
-    any shard: a run killed while clearing leaves an incomplete packer directory (which readers
-    reject and ``overwrite`` clears), never a complete-looking one or a "foreign" one.
-    """
-    marker = os.path.join(dst, IN_PROGRESS_NAME)
-    if not os.path.exists(marker):
-        atomic_write_bytes(marker, b"{}\n")
-    manifest = os.path.join(dst, MANIFEST_NAME)
-    if os.path.lexists(manifest):
-        os.unlink(manifest)
-        fsync_dir(dst)
-    for name in os.listdir(dst):
-        if name == IN_PROGRESS_NAME:
-            continue
-        path = os.path.join(dst, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
+    def recorded_plan(self) -> JobPlan:
+        """The plan DST's marker recorded (raises OutputError when there is none)."""
+        return JobPlan.from_marker(self.marker(), self.path)
+
+    def ensure_complete(self, fingerprint: str) -> Manifest:
+        """DST's manifest, after checking DST is a complete dataset of the plan ``fingerprint``.
+
+        Raises:
+            OutputError: DST is a dataset of another source tree or other options.
+        """
+        manifest = Manifest.load(self.path)
+        if manifest.extra.get("plan_fingerprint") != fingerprint:
+            raise OutputError(f"{self.path!r} is a complete dataset of another source tree or other "
+                              "options: nothing to resume. Choose a new directory, or --overwrite it.")
+        return manifest
+
+    def start(self, plan: JobPlan, *, keep: bool) -> tuple[str, dict[int, ShardResult]]:
+        """Make DST a conversion in progress of ``plan``: return its emptied staging dir and the
+        shards kept from an earlier attempt (``keep``, for ``resume``), by number.
+
+        A complete dataset or a conversion that is not kept is cleared first (the marker is
+        written before anything is deleted, the manifest goes before any shard, so a run killed
+        while clearing leaves an incomplete packer directory, never a complete-looking one).
+        """
+        os.makedirs(self.path, exist_ok=True)
+        if not keep and self.state in (DestinationState.COMPLETE, DestinationState.PARTIAL):
+            self._clear()
+        self.remove_stray_temporaries()
+        atomic_write_bytes(os.path.join(self.path, IN_PROGRESS_NAME), _marker_bytes(plan))
+        staging = self._emptied(os.path.join(self.path, TMP_DIR))
+        kept = self.keep_finished(plan.shard_names, plan.shard_fingerprints) if keep else {}
+        return staging, kept
+
+    def claim(self, plan: JobPlan, task_id: int) -> tuple[str, list[int], dict[int, ShardResult]]:
+        """For array task ``task_id``: record ``plan`` unless another task already did, check
+        that DST's plan is this one, and return the task's own emptied staging dir, its shard
+        numbers and those of them already finished.
+
+        The marker appears atomically (written aside, then hard-linked into place, which fails
+        if the name exists, on local disks and NFS alike), so tasks starting together agree.
+
+        Raises:
+            ResumeError: DST holds the plan of another source, other options or task count.
+        """
+        num_tasks = plan.num_tasks or 1
+        mine = shards_of_task(len(plan.shard_names), task_id, num_tasks)
+        os.makedirs(self.path, exist_ok=True)
+        marker = os.path.join(self.path, IN_PROGRESS_NAME)
+        aside = os.path.join(self.path, f".{IN_PROGRESS_NAME}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        with open(aside, "wb") as handle:
+            handle.write(_marker_bytes(plan))
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(aside, marker)
+        except FileExistsError:
+            pass
         else:
-            os.unlink(path)
+            fsync_dir(self.path)
+        finally:
+            os.unlink(aside)
+        recorded = self.marker()
+        if recorded.get("fingerprint") != plan.fingerprint:
+            raise ResumeError(f"{self.path!r} holds a conversion of another source tree or other "
+                              "options: every array task must run the same command. Use a new DST, "
+                              "or finish that conversion first.")
+        if recorded.get("num_tasks") != plan.num_tasks:
+            raise ResumeError(f"{self.path!r} is being converted as {recorded.get('num_tasks')} tasks, "
+                              f"not {plan.num_tasks}: every array task must use the same --num-tasks.")
+        staging = self._emptied(os.path.join(self.path, TMP_DIR,
+                                             f"task-{task_id:05d}-of-{num_tasks:05d}"))
+        kept = self.keep_finished([plan.shard_names[i] for i in mine],
+                                  [plan.shard_fingerprints[i] for i in mine])
+        return staging, mine, {mine[position]: result for position, result in kept.items()}
 
+    def keep_finished(self, names: Sequence[str], fingerprints: Sequence[str]) -> dict[int, ShardResult]:
+        """The shards already finished in DST for this plan (by position in ``names``); delete
+        shard files that are not. A shard is kept when its file and receipt are both there, its
+        size matches the receipt and the receipt's fingerprint matches the planned shard."""
+        kept: dict[int, ShardResult] = {}
+        for index, (name, fingerprint) in enumerate(zip(names, fingerprints, strict=True)):
+            receipt = load_receipt(self.path, name)
+            if receipt is not None and receipt.fingerprint == fingerprint:
+                kept[index] = receipt
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.path, name))
+        return kept
 
-def remove_stray_temporaries(dst: str) -> None:
-    """Delete half-written ``.<name>.<pid>.tmp`` files a killed run left (see durable.py)."""
-    samples = os.path.dirname(INDEX_FILES["targets"])
-    for folder in (dst, os.path.join(dst, samples), os.path.join(dst, RECEIPTS_DIR)):
-        if not os.path.isdir(folder):
-            continue
-        for name in os.listdir(folder):
-            path = os.path.join(folder, name)
-            if is_temporary_name(name) and os.path.isfile(path):
+    def discard_staging(self, staging: str | None = None) -> None:
+        """Delete what stopped workers left half-written in ``staging`` (default: DST's own);
+        finished shards stay in DST."""
+        staging = staging or os.path.join(self.path, TMP_DIR)
+        if os.path.isdir(staging):
+            for name in os.listdir(staging):
+                path = os.path.join(staging, name)
+                if os.path.isfile(path) or os.path.islink(path):
+                    os.unlink(path)
+
+    def remove_stray_temporaries(self) -> None:
+        """Delete half-written ``.<name>.<pid>.tmp`` files a killed run left (see durable.py)."""
+        samples = os.path.dirname(INDEX_FILES["targets"])
+        for folder in (self.path, os.path.join(self.path, samples), os.path.join(self.path, RECEIPTS_DIR)):
+            if not os.path.isdir(folder):
+                continue
+            for name in os.listdir(folder):
+                path = os.path.join(folder, name)
+                if is_temporary_name(name) and os.path.isfile(path):
+                    os.unlink(path)
+
+    def finish(self) -> None:
+        """After the manifest is in place: drop the marker, the staging dir and the receipts
+        (another ``merge`` finishing at the same time may have dropped them already)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.path, IN_PROGRESS_NAME))
+        shutil.rmtree(os.path.join(self.path, TMP_DIR), ignore_errors=True)
+        shutil.rmtree(os.path.join(self.path, RECEIPTS_DIR), ignore_errors=True)
+        fsync_dir(self.path)
+
+    def _clear(self) -> None:
+        """Delete the contents of a packer dataset or conversion; keep the directory."""
+        marker = os.path.join(self.path, IN_PROGRESS_NAME)
+        if not os.path.exists(marker):
+            atomic_write_bytes(marker, b"{}\n")
+        manifest = os.path.join(self.path, MANIFEST_NAME)
+        if os.path.lexists(manifest):
+            os.unlink(manifest)
+            fsync_dir(self.path)
+        for name in os.listdir(self.path):
+            if name == IN_PROGRESS_NAME:
+                continue
+            path = os.path.join(self.path, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
                 os.unlink(path)
 
-
-def start_destination(dst: str, plan: dict[str, object]) -> str:
-    """Create DST, mark it as a conversion in progress, and return its (emptied) staging dir.
-
-    Shards already in DST stay: ``resume`` keeps those whose receipts match the plan.
-    """
-    os.makedirs(dst, exist_ok=True)
-    remove_stray_temporaries(dst)
-    atomic_write_bytes(os.path.join(dst, IN_PROGRESS_NAME),
-                       (json.dumps(plan, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-    staging = os.path.join(dst, TMP_DIR)
-    if os.path.isdir(staging):
-        shutil.rmtree(staging)
-    os.makedirs(staging)
-    return staging
+    @staticmethod
+    def _emptied(staging: str) -> str:
+        if os.path.isdir(staging):
+            shutil.rmtree(staging)
+        os.makedirs(staging)
+        return staging
 
 
-def task_staging(dst: str, task_id: int, num_tasks: int) -> str:
-    """Array task ``task_id``'s own (emptied) staging dir: tasks running at the same time into
-    one DST never touch each other's half-written files."""
-    staging = os.path.join(dst, TMP_DIR, f"task-{task_id:05d}-of-{num_tasks:05d}")
-    if os.path.isdir(staging):
-        shutil.rmtree(staging)
-    os.makedirs(staging)
-    return staging
-
-
-def discard_staging(dst: str, staging: str | None = None) -> None:
-    """Delete what stopped workers left half-written in ``staging`` (default: DST's own);
-    finished shards stay in DST."""
-    staging = staging or os.path.join(dst, TMP_DIR)
-    if os.path.isdir(staging):
-        for name in os.listdir(staging):
-            path = os.path.join(staging, name)
-            if os.path.isfile(path) or os.path.islink(path):
-                os.unlink(path)
-
-
-def finish_destination(dst: str) -> None:
-    """After the manifest is in place: drop the marker, the staging dir and the receipts
-    (another ``merge`` finishing at the same time may have dropped them already)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(os.path.join(dst, IN_PROGRESS_NAME))
-    shutil.rmtree(os.path.join(dst, TMP_DIR), ignore_errors=True)
-    shutil.rmtree(os.path.join(dst, RECEIPTS_DIR), ignore_errors=True)
-    fsync_dir(dst)
+def _marker_bytes(plan: JobPlan) -> bytes:
+    return (json.dumps(plan.to_marker(), indent=2, sort_keys=True) + "\n").encode("utf-8")

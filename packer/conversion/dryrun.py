@@ -4,7 +4,8 @@
 does, then stops: nothing is read from an image, nothing is written, and DST is not needed. The
 resulting :class:`ConversionPlan` holds the class map, per-class counts, the extension mix, what
 the scan ignored, empty classes, the shards and an estimate of the output size;
-:func:`packer.cli.formatting.format_plan` renders it for people, :meth:`ConversionPlan.to_dict` for ``--json``.
+:func:`packer.cli.formatting.format_plan` renders it for people, :meth:`ConversionPlan.to_dict`
+for ``--json``.
 
 The output size is an estimate from the source sizes (``original`` codec only): it assumes every
 file is packed, so files skipped as unreadable make the real output smaller. Its parts are the
@@ -13,67 +14,20 @@ shards (payload plus the backend's overhead, modelled below), the sample index a
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from packer.format.backends import get_backend
-from packer.format.codecs import get_codec
-from packer.conversion.run import DEFAULT_SHARD_SIZE
-from packer.source.imagefolder import ScanReport, scan_imagefolder
+from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
 from packer.conversion.plan import planned_item_sizes, shard_name
 from packer.conversion.sharding import plan_shards
-from packer.sizes import parse_size
+from packer.format.manifest import estimate_manifest_bytes
+from packer.format.sample_index import estimate_index_bytes
+from packer.source.imagefolder import ScanReport, scan_imagefolder
 
-__all__ = ["ConversionPlan", "PlannedShard", "plan_conversion"]
-
-# LMDB as py-lmdb's bundled liblmdb lays out one append-only shard: 4 KiB pages, 2 meta pages; a
-# leaf node is an 8-byte header + 8-byte key + the value (even-aligned, plus a 2-byte slot); a
-# node over _LMDB_NODE_MAX moves its value to whole overflow pages and keeps an 8-byte page number.
-_LMDB_PAGE = 4096
-_LMDB_PAGE_HEADER = 16
-_LMDB_NODE = 8 + 8
-_LMDB_NODE_MAX = (((_LMDB_PAGE - _LMDB_PAGE_HEADER) // 2) & -2) - 2
-_LMDB_BRANCH_FANOUT = (_LMDB_PAGE - _LMDB_PAGE_HEADER) // (_LMDB_NODE + 2)
-_LMDB_BATCH_RECORDS = 1000  # the writer commits every 1000 records; each later commit copies a path
-# HDF5 (h5py defaults): a 2 KiB metadata block, the int64 offsets array, the contiguous blob.
-_HDF5_FIXED = 2048
-# Sample index: two .npy files (128-byte headers, int64 targets and n+1 offsets) and the paths.
-_NPY_HEADER = 128
-# index.json: a fixed part, plus per class, per shard and per listed scan path (measured).
-_MANIFEST_FIXED, _MANIFEST_PER_CLASS, _MANIFEST_PER_SHARD, _MANIFEST_PER_PATH = 1400, 16, 200, 8
-
-
-def _lmdb_shard_bytes(sizes: Sequence[int]) -> int:
-    """Estimated file size of one LMDB shard holding values of ``sizes`` bytes."""
-    pages, leaves, used = 2, 0, _LMDB_PAGE
-    for size in sizes:
-        node = _LMDB_NODE + size
-        if node > _LMDB_NODE_MAX:
-            pages += (_LMDB_PAGE_HEADER - 1 + size) // _LMDB_PAGE + 1
-            node = _LMDB_NODE + 8
-        node += (node & 1) + 2
-        if used + node > _LMDB_PAGE - _LMDB_PAGE_HEADER:
-            leaves, used = leaves + 1, 0
-        used += node
-    depth, level = 1, leaves
-    while level > 1:
-        level = -(-level // _LMDB_BRANCH_FANOUT)
-        pages, depth = pages + level, depth + 1
-    extra_commits = max(0, -(-len(sizes) // _LMDB_BATCH_RECORDS) - 1)
-    return (pages + leaves + extra_commits * (depth + 1)) * _LMDB_PAGE
-
-
-def _shard_bytes(backend: str, sizes: Sequence[int]) -> int | None:
-    if backend == "lmdb":
-        return _lmdb_shard_bytes(sizes)
-    if backend == "hdf5":
-        return _HDF5_FIXED + 8 * (len(sizes) + 1) + sum(sizes)
-    return None
-
+__all__ = ["ConversionPlan", "PlannedShard", "dry_run", "plan_conversion"]
 
 @dataclass(frozen=True, slots=True)
 class PlannedShard:
@@ -170,11 +124,22 @@ def plan_conversion(
         ValueError: ``shard_size`` is not a positive size.
         SourceError: SRC is missing or has no class folder.
     """
-    backend = get_backend(to).name
-    chosen_codec = get_codec(codec, codec_options)
+    options = ConversionOptions(to=to, shard_size=shard_size, codec=codec,
+                                codec_options=codec_options or {}, include_hidden=include_hidden,
+                                allow_empty=allow_empty, is_valid_file=is_valid_file)
+    return dry_run(src, options)
+
+
+def dry_run(src: str | os.PathLike[str], options: ConversionOptions) -> ConversionPlan:
+    """:func:`plan_conversion` with its options already built: what ``--dry-run`` calls.
+
+    Only the options that shape the plan matter (not ``check``, ``max_pixels``, ``strict``).
+    """
+    backend, chosen_codec = options.backend, options.stored_as
     codec_name = chosen_codec.name
-    planned_size = parse_size(shard_size)
-    index = scan_imagefolder(os.path.abspath(os.fspath(src)), is_valid_file=is_valid_file,
+    planned_size = options.shard_bytes
+    include_hidden, allow_empty = options.include_hidden, options.allow_empty
+    index = scan_imagefolder(os.path.abspath(os.fspath(src)), is_valid_file=options.is_valid_file,
                              allow_empty=True, include_hidden=include_hidden)
     items = index.items
     sizes = [max(item.size, 0) for item in items]
@@ -182,11 +147,11 @@ def plan_conversion(
     for item in items:
         counts[item.label] += 1
     empty = tuple(name for name, count in zip(index.classes, counts, strict=True) if count == 0)
-    original = codec_name == "original"
+    original = chosen_codec.keeps_source_bytes
     shards = tuple(
-        PlannedShard(plan.index, shard_name(plan.index, get_backend(backend).suffix), plan.start,
+        PlannedShard(plan.index, shard_name(plan.index, backend.suffix), plan.start,
                      plan.stop, plan.planned_bytes,
-                     _shard_bytes(backend, sizes[plan.start:plan.stop]) if original else None,
+                     backend.estimate_shard_bytes(sizes[plan.start:plan.stop]) if original else None,
                      items[plan.start].relpath, items[plan.stop - 1].relpath)
         for plan in plan_shards(planned_item_sizes(index, chosen_codec), planned_size)
     )
@@ -196,12 +161,10 @@ def plan_conversion(
         listed = report.ignored_hidden + report.cut_symlink_loops + report.unreadable_dirs
         paths = sum(len(item.relpath.encode("utf-8", "surrogateescape")) for item in items)
         estimate = (sum(s.estimated_bytes or 0 for s in shards)
-                    + 2 * _NPY_HEADER + 16 * len(items) + 8 + paths
-                    + _MANIFEST_FIXED + len(index.root) + _MANIFEST_PER_SHARD * len(shards)
-                    + sum(len(json.dumps(c)) + _MANIFEST_PER_CLASS for c in index.classes)
-                    + sum(len(json.dumps(p)) + _MANIFEST_PER_PATH for p in listed))
+                    + estimate_index_bytes(len(items), paths)
+                    + estimate_manifest_bytes(index.root, len(shards), index.classes, listed))
     return ConversionPlan(
-        src=index.root, backend=backend, codec=codec_name, shard_size=planned_size,
+        src=index.root, backend=backend.name, codec=codec_name, shard_size=planned_size,
         classes=index.classes, class_counts=tuple(counts), empty_classes=empty,
         would_fail_empty=bool(empty) and not allow_empty, include_hidden=include_hidden,
         extensions=Counter(os.path.splitext(item.relpath)[1].lower() for item in items),

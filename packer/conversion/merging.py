@@ -20,20 +20,19 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib import metadata
 
-from packer.conversion.destination import (
-    destination_state,
-    finish_destination,
-    read_marker,
-    remove_stray_temporaries,
-)
-from packer.format.durable import sha256_file
-from packer.errors import MissingShardsError, NotADatasetError, OutputError
+from packer.conversion.destination import Destination, DestinationState
 from packer.conversion.plan import JobPlan
+from packer.conversion.receipts import ShardResult, load_receipt, receipt_path
+from packer.errors import MissingShardsError, NotADatasetError, OutputError
+from packer.format.durable import sha256_file
 from packer.format.manifest import Manifest, ShardEntry
 from packer.format.sample_index import write_sample_index
-from packer.conversion.tasks import ShardResult, load_receipt, receipt_path
 
-__all__ = ["MergeResult", "build_manifest", "finished_shards", "merge", "unwritten_shards"]
+__all__ = ["DISTRIBUTION", "MergeResult", "build_manifest", "finished_shards", "merge", "unwritten_shards"]
+
+#: packer's name on the Python package index (``pip install packer-shards``; the import name
+#: and the command stay ``packer``: ``packer`` on PyPI is an unrelated project).
+DISTRIBUTION = "packer-shards"
 
 log = logging.getLogger(__name__)
 
@@ -138,14 +137,15 @@ def merge(dst: str | os.PathLike[str], *, verify: bool = True,
         NotADatasetError: DST holds no conversion.
         OutputError: DST's conversion recorded no plan, or the manifest could not be written.
     """
-    path = os.path.abspath(os.fspath(dst))
-    state = destination_state(path)
-    if state == "complete":
+    destination = Destination(dst)
+    path = destination.path
+    state = destination.state
+    if state is DestinationState.COMPLETE:
         return MergeResult(path, Manifest.load(path), already_complete=True)
-    if state != "partial":
+    if state is not DestinationState.PARTIAL:
         raise NotADatasetError(f"{path!r} holds no packer conversion to merge: give the DST of "
                                "`packer convert`.")
-    plan = JobPlan.from_marker(read_marker(path), path)
+    plan = destination.recorded_plan()
     found, missing = finished_shards(path, plan)
     if missing:
         raise MissingShardsError(
@@ -166,9 +166,9 @@ def merge(dst: str | os.PathLike[str], *, verify: bool = True,
             f"task recorded and were removed: {_describe(plan, damaged)}. Then {_rerun_hint(plan, damaged)}.",
             missing=[plan.shard_names[n] for n in damaged])
     try:
-        remove_stray_temporaries(path)
+        destination.remove_stray_temporaries()
         manifest = build_manifest(path, plan, [found[n] for n in range(len(plan.shard_names))])
-        finish_destination(path)
+        destination.finish()
     except OSError as err:
         raise OutputError(f"Writing the manifest of {path!r} failed: {err.strerror or err}. Fix it "
                           "(free space?), then run `packer merge` again.") from err
@@ -186,6 +186,6 @@ def _forget(dst: str, name: str) -> None:
 def packer_version() -> str:
     """The installed packer's version, for ``created_by``."""
     try:
-        return metadata.version("packer")
+        return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return "unknown"

@@ -1,4 +1,4 @@
-"""The plan of a conversion (:func:`plan_job`), recorded in DST so that any process can finish
+"""The plan of a conversion (:class:`JobPlan`), recorded in DST so that any process can finish
 or merge it.
 
 A conversion writes its plan into the in-progress marker before any shard: the source and
@@ -6,33 +6,22 @@ options with their fingerprint, the classes and how the tree was scanned, and ev
 file name and input fingerprint. With the shards' receipts, that is all ``packer merge``
 needs to write the manifest, in whichever process or machine runs last, without scanning
 the source again. Array tasks (``--num-tasks N --task-id I``) share one plan: the first to
-start records it (atomically, create-if-absent), the others check that theirs is the same.
+start records it (atomically, create-if-absent; see
+:meth:`packer.conversion.destination.Destination.claim`), the others check that theirs is the same.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import uuid
-from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from packer.format.backends import get_backend
-from packer.format.codecs import CHECK_LEVELS, Codec, OriginalCodec, get_codec
-from packer.conversion.destination import check_destination
-from packer.format.durable import fsync_dir
-from packer.errors import OutputError, ResumeError
+from packer.errors import OutputError
+from packer.format.codecs import Codec
+from packer.format.manifest import ScanInfo
 from packer.source.imagecheck import image_dimensions
-from packer.source.imagefolder import IMG_EXTENSIONS, FolderIndex, scan_imagefolder
-from packer.format.manifest import IN_PROGRESS_NAME, ScanInfo
-from packer.conversion.sharding import plan_shards
-from packer.conversion.resume import plan_fingerprint, shard_fingerprint
-from packer.conversion.tasks import ShardTask
-from packer.sizes import parse_size
+from packer.source.imagefolder import IMG_EXTENSIONS, FolderIndex
 
-__all__ = ["Job", "JobPlan", "claim_destination", "plan_job", "planned_item_sizes", "scan_info", "shard_name",
-           "shards_of_task"]
+__all__ = ["JobPlan", "planned_item_sizes", "scan_info", "shard_name", "shards_of_task"]
 
 
 @dataclass(frozen=True)
@@ -97,42 +86,6 @@ def shards_of_task(num_shards: int, task_id: int, num_tasks: int) -> list[int]:
     return list(range(task_id, num_shards, num_tasks))
 
 
-def claim_destination(dst: str, plan: JobPlan) -> None:
-    """Record ``plan`` in DST's marker unless another task already did; then check it is ours.
-
-    The marker appears atomically (written aside, then hard-linked into place, which fails
-    if the name exists, on local disks and NFS alike), so tasks starting together agree.
-
-    Raises:
-        ResumeError: DST holds the plan of another source, other options or another task count.
-    """
-    os.makedirs(dst, exist_ok=True)
-    marker = os.path.join(dst, IN_PROGRESS_NAME)
-    aside = os.path.join(dst, f".{IN_PROGRESS_NAME}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(aside, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(plan.to_marker(), indent=2, sort_keys=True) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    try:
-        os.link(aside, marker)
-    except FileExistsError:
-        pass
-    else:
-        fsync_dir(dst)
-    finally:
-        os.unlink(aside)
-    with open(marker, encoding="utf-8") as handle:
-        recorded = json.load(handle)
-    theirs = recorded.get("fingerprint") if isinstance(recorded, dict) else None
-    if theirs != plan.fingerprint:
-        raise ResumeError(f"{dst!r} holds a conversion of another source tree or other options: "
-                          "every array task must run the same command. Use a new DST, or finish "
-                          "that conversion first.")
-    if recorded.get("num_tasks") != plan.num_tasks:
-        raise ResumeError(f"{dst!r} is being converted as {recorded.get('num_tasks')} tasks, not "
-                          f"{plan.num_tasks}: every array task must use the same --num-tasks.")
-
-
 def shard_name(index: int, suffix: str) -> str:
     """File name of shard ``index``: ``shard-00000.lmdb``."""
     return f"shard-{index:05d}{suffix}"
@@ -141,18 +94,19 @@ def shard_name(index: int, suffix: str) -> str:
 def planned_item_sizes(index: FolderIndex, codec: Codec) -> list[int]:
     """What each source file will take in a shard, for planning: its size for ``original``;
     for codecs that decode, an estimate from the image's header (read, not decoded)."""
-    if isinstance(codec, OriginalCodec):
+    if codec.keeps_source_bytes:
         return [item.size for item in index.items]
     return [codec.planned_bytes(image_dimensions(index.path_of(item)), max(item.size, 0))
             for item in index.items]
 
 
-def scan_info(index: FolderIndex, is_valid_file: Callable[[str], bool] | None) -> ScanInfo:
-    """How the tree was scanned, for the manifest."""
+def scan_info(index: FolderIndex, scan_filter: str) -> ScanInfo:
+    """How the tree was scanned, for the manifest (``scan_filter``: ``"extensions"`` or
+    ``"is_valid_file"``)."""
     report = index.report
     return ScanInfo(
-        filter="is_valid_file" if is_valid_file is not None else "extensions",
-        extensions=IMG_EXTENSIONS if is_valid_file is None else (),
+        filter=scan_filter,
+        extensions=IMG_EXTENSIONS if scan_filter == "extensions" else (),
         include_hidden=index.include_hidden,
         symlink_loops="walked_once",
         ignored_hidden=report.ignored_hidden,
@@ -161,55 +115,3 @@ def scan_info(index: FolderIndex, is_valid_file: Callable[[str], bool] | None) -
         other_files=report.other_files,
         root_files=report.root_files,
     )
-
-
-@dataclass(frozen=True)
-class Job:
-    """A checked, scanned and planned conversion, before anything is written."""
-
-    src: str
-    dst: str
-    state: str
-    index: FolderIndex
-    plan: JobPlan
-    tasks: tuple[ShardTask, ...]  # one per planned shard; staging set when run
-
-
-def plan_job(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, to: str,
-             shard_size: int | str, codec: str, codec_options: Mapping[str, Any] | None, check: str,
-             max_pixels: int, strict: bool, overwrite: bool, resume: bool, include_hidden: bool,
-             allow_empty: bool, is_valid_file: Callable[[str], bool] | None,
-             num_tasks: int | None) -> Job:
-    """Validate the options, check DST (touching nothing), scan SRC and plan the shards.
-
-    Raises what :func:`packer.convert` raises before it writes anything.
-    """
-    backend = get_backend(to)
-    chosen_codec = get_codec(codec, codec_options)
-    if check not in CHECK_LEVELS:
-        raise ValueError(f"check must be one of {', '.join(CHECK_LEVELS)}, not {check!r}")
-    if max_pixels <= 0:
-        raise ValueError(f"max_pixels must be positive, not {max_pixels}")
-    planned_size = parse_size(shard_size)
-    src_path, dst_path = os.path.abspath(os.fspath(src)), os.path.abspath(os.fspath(dst))
-    state = check_destination(dst_path, src_path, overwrite=overwrite, resume=resume)
-    index = scan_imagefolder(src_path, is_valid_file=is_valid_file, allow_empty=allow_empty,
-                             include_hidden=include_hidden)
-    options: dict[str, Any] = {
-        "backend": backend.name, "codec": chosen_codec.name, "codec_params": chosen_codec.params(),
-        "check": check, "max_pixels": max_pixels, "shard_size": planned_size,
-        "include_hidden": include_hidden, "allow_empty": allow_empty,
-        "filter": "is_valid_file" if is_valid_file is not None else "extensions",
-    }
-    fingerprint = plan_fingerprint(src_path, options, index)
-    plans = plan_shards(planned_item_sizes(index, chosen_codec), planned_size)
-    names = tuple(shard_name(plan.index, backend.suffix) for plan in plans)
-    items = [tuple((it.relpath, it.label, it.size) for it in index.items[p.start:p.stop]) for p in plans]
-    fingerprints = tuple(shard_fingerprint(p.index, options, items[p.index]) for p in plans)
-    plan = JobPlan(src_path, options, fingerprint, len(index.items), tuple(index.classes),
-                   scan_info(index, is_valid_file), names, fingerprints, num_tasks)
-    tasks = tuple(ShardTask(p.index, names[p.index], src_path, dst_path, "", backend.name,
-                            chosen_codec.name, check, max_pixels, strict, p.planned_bytes,
-                            items[p.index], fingerprints[p.index], chosen_codec.params())
-                  for p in plans)
-    return Job(src_path, dst_path, state, index, plan, tasks)

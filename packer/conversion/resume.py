@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from typing import Any
 
 from packer.errors import ResumeError
 from packer.source.imagefolder import FolderIndex
-from packer.conversion.tasks import ShardResult, load_receipt
 
-__all__ = ["check_resumable", "keep_finished_shards", "plan_fingerprint", "shard_fingerprint"]
+__all__ = ["check_resumable", "plan_fingerprint", "shard_fingerprint"]
 
 
 def _digest(payload: dict[str, Any]) -> str:
@@ -66,21 +64,3 @@ def check_resumable(dst: str, marker: dict[str, Any], fingerprint: str, src: str
                "or files renamed or resized)")
     raise ResumeError(f"Cannot resume the conversion in {dst!r}: {why}. Run the same command as "
                       "before with --resume, or start again with --overwrite.")
-
-
-def keep_finished_shards(dst: str, names: list[str], fingerprints: list[str]) -> dict[int, ShardResult]:
-    """The shards already finished in DST for this plan; delete shard files that are not.
-
-    A shard is kept when its file and receipt are both present, its size matches the receipt
-    and the receipt's fingerprint matches the planned shard. Its file is never rewritten.
-    """
-    kept: dict[int, ShardResult] = {}
-    for index, (name, fingerprint) in enumerate(zip(names, fingerprints, strict=True)):
-        receipt = load_receipt(dst, name)
-        if receipt is not None and receipt.fingerprint == fingerprint:
-            kept[index] = receipt
-            continue
-        path = os.path.join(dst, name)
-        if os.path.lexists(path):
-            os.unlink(path)
-    return kept

@@ -1,57 +1,40 @@
 """Convert an ImageFolder tree into a packed dataset: scan, plan, write shards in parallel, commit.
 
-(The module is ``conversion``, not ``convert``, so that ``packer.convert`` is always the function.)
-
-The order of events is the crash-safety contract: DST is checked (nothing touched), SRC is
-scanned and planned, DST is marked "in progress" with the plan (:mod:`packer.conversion.plan`), the
-shard tasks run on an engine (:mod:`packer.conversion.engines`: local worker processes by default), each
-writing its shard under ``DST/.tmp``, fsyncing, hashing, renaming it into place and leaving a
-receipt; then the sample index is written, and ``index.json`` last, atomically
-(:mod:`packer.merge`). A run killed at any instant leaves a DST that readers reject as
-incomplete and that ``resume`` finishes, keeping every finished shard. Every file with an
-image name is packed or listed in ``skipped`` with a reason. The output depends neither on the
-number of workers nor on the engine, nor on whether the shards were written by one run or by
-array tasks (:func:`convert_task`) and merged.
+The order of events is the crash-safety contract: DST is checked (nothing touched), SRC is scanned
+and planned, DST is marked "in progress" with the plan
+(:class:`~packer.conversion.destination.Destination`), the shard tasks run on an engine
+(:mod:`packer.conversion.engines`: local worker processes by default), each writing its shard under
+``DST/.tmp``, fsyncing, hashing, renaming it into place and leaving a receipt; then the sample index
+is written, and ``index.json`` last, atomically (:mod:`packer.conversion.merging`). A run killed at
+any instant leaves a DST that readers reject as incomplete and that ``resume`` finishes, keeping
+every finished shard. Every file with an image name is packed or listed in ``skipped`` with a
+reason. The output depends neither on the number of workers nor on the engine, nor on whether the
+shards were written by one run or by array tasks (:func:`packer.conversion.array_run.convert_task`)
+and merged.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tqdm import tqdm
-
-from packer.format.codecs import DEFAULT_MAX_PIXELS
-from packer.cpus import available_cpus
-from packer.conversion.destination import (
-    clear_destination,
-    discard_staging,
-    finish_destination,
-    read_marker,
-    start_destination,
-    task_staging,
-)
-from packer.conversion.engines.base import Engine, Progress
-from packer.conversion.engines.local import LocalEngine
+from packer.conversion.engines.base import Engine
+from packer.conversion.execution import choose_engine, write_error, write_shards
+from packer.conversion.job import plan_job
+from packer.conversion.merging import build_manifest
+from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
+from packer.conversion.resume import check_resumable
 from packer.errors import OutputError
-from packer.conversion.plan import Job, claim_destination, plan_job, planned_item_sizes, shard_name, shards_of_task
+from packer.format.codecs import DEFAULT_MAX_PIXELS
 from packer.format.manifest import Manifest
-from packer.conversion.merging import build_manifest, unwritten_shards
-from packer.conversion.resume import check_resumable, keep_finished_shards
-from packer.conversion.scheduling import Collector, make_tasks
-from packer.conversion.tasks import ShardResult, ShardTask
 
-__all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "TaskResult", "convert", "convert_task",
-           "planned_item_sizes", "shard_name"]
+__all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "convert", "run_conversion"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_SHARD_SIZE = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -70,70 +53,6 @@ class ConversionResult:
     def images_per_second(self) -> float:
         """Samples packed per second of wall time."""
         return self.manifest.num_samples / self.seconds if self.seconds > 0 else 0.0
-
-
-class _ThreadlessTqdm(tqdm):  # type: ignore[misc]
-    """tqdm without its monitor thread: a thread would make workers start by (slow) spawn
-    instead of fork (see packer.conversion.engines.local); this bar does not need the monitor."""
-
-    monitor_interval = 0
-
-
-class _Bar:
-    """One progress bar for the run: it ends at the number of samples packed."""
-
-    def __init__(self, total: int, *, enabled: bool, desc: str) -> None:
-        self._bar = _ThreadlessTqdm(total=total, unit="img", disable=None if enabled else True,
-                                    desc=desc, dynamic_ncols=True)
-
-    def kept(self, result: ShardResult) -> None:
-        self._bar.total -= len(result.skipped)
-        self._bar.update(len(result.relpaths))
-
-    def progress(self, progress: Progress) -> None:
-        sign = -1 if progress.retracted else 1  # a task is redone: take back what it had counted
-        self._bar.total -= sign * progress.skipped
-        self._bar.update(sign * progress.packed)
-
-    def close(self) -> None:
-        self._bar.close()
-
-
-def _choose_engine(engine: Engine | None, workers: int | None) -> Engine:
-    if workers is not None and workers < 1:
-        raise ValueError(f"workers must be at least 1, not {workers}")
-    if engine is not None:
-        if workers is not None:
-            raise ValueError("give workers or an engine, not both (an engine has its own workers)")
-        return engine
-    return LocalEngine(workers or available_cpus())
-
-
-def _run(job: Job, todo: list[ShardTask], kept: dict[int, ShardResult], staging: str, engine: Engine,
-         *, progress: bool) -> dict[int, ShardResult]:
-    """Write the ``todo`` shards on ``engine``; all finished shards by number."""
-    shard_tasks = [replace(task, staging=staging) for task in todo]
-    tasks = make_tasks(shard_tasks, engine.parallelism)
-    collect = Collector(tasks)
-    total = sum(len(task.items) for task in shard_tasks) + sum(
-        len(r.relpaths) + len(r.skipped) for r in kept.values())
-    bar = _Bar(total, enabled=progress, desc=f"packing {os.path.basename(job.src) or job.src}")
-    try:
-        for result in kept.values():
-            bar.kept(result)
-        engine.run(tasks, on_progress=bar.progress, on_result=collect)
-    except BaseException:
-        collect.abort()
-        discard_staging(job.dst, staging)
-        raise
-    finally:
-        bar.close()
-    return {**kept, **collect.shards}
-
-
-def _write_error(dst: str, err: OSError) -> OutputError:
-    return OutputError(f"Cannot write to {dst!r}: {err.strerror or err}. Choose a writable "
-                       "destination, or fix its permissions and run again.")
 
 
 def convert(
@@ -196,33 +115,43 @@ def convert(
             :class:`ConversionInterrupted` on Ctrl-C. Finished shards stay for ``resume``.
         UnknownNameError: ``to`` or ``codec`` is not registered.
     """
+    options = ConversionOptions(to=to, shard_size=shard_size, codec=codec,
+                                codec_options=codec_options or {}, check=check, max_pixels=max_pixels,
+                                strict=strict, include_hidden=include_hidden, allow_empty=allow_empty,
+                                is_valid_file=is_valid_file)
+    return run_conversion(src, dst, options, overwrite=overwrite, resume=resume, workers=workers,
+                          engine=engine, progress=progress)
+
+
+def run_conversion(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: ConversionOptions,
+                   *, overwrite: bool = False, resume: bool = False, workers: int | None = None,
+                   engine: Engine | None = None, progress: bool = False) -> ConversionResult:
+    """:func:`convert` with its options already built: what the command line calls.
+
+    Arguments other than ``options`` and errors are as for :func:`convert`.
+    """
     started = time.perf_counter()
-    chosen = _choose_engine(engine, workers)
-    job = plan_job(src, dst, to=to, shard_size=shard_size, codec=codec, codec_options=codec_options,
-                   check=check, max_pixels=max_pixels, strict=strict, overwrite=overwrite,
-                   resume=resume, include_hidden=include_hidden, allow_empty=allow_empty,
-                   is_valid_file=is_valid_file, num_tasks=None)
-    plan = job.plan
+    chosen = choose_engine(engine, workers)
+    job = plan_job(src, dst, options, overwrite=overwrite, resume=resume, num_tasks=None)
+    destination, plan = job.destination, job.plan
     if resume and job.state == "complete":
-        return _already_complete(job.dst, plan.fingerprint, plan.items, started)
+        manifest = destination.ensure_complete(plan.fingerprint)
+        return ConversionResult(job.dst, manifest, plan.items, time.perf_counter() - started, 0,
+                                resumed_shards=len(manifest.shards), already_complete=True)
     if resume and job.state == "partial":
-        marker = read_marker(job.dst)
+        marker = destination.marker()
         check_resumable(job.dst, marker, plan.fingerprint, job.src, plan.options, plan.items)
         # An array job's plan names its task count; finishing it here is one task of one.
-        plan = replace(plan, num_tasks=marker.get("num_tasks"))  # type: ignore[arg-type]
+        plan = replace(plan, num_tasks=marker.get("num_tasks"))
     try:
-        if job.state in ("complete", "partial") and not resume:
-            clear_destination(job.dst)
-        staging = start_destination(job.dst, plan.to_marker())
-        kept = (keep_finished_shards(job.dst, list(plan.shard_names), list(plan.shard_fingerprints))
-                if resume else {})
+        staging, kept = destination.start(plan, keep=resume)
     except OSError as err:
-        raise _write_error(job.dst, err) from err
+        raise write_error(job.dst, err) from err
     todo = [task for task in job.tasks if task.index not in kept]
-    results = _run(job, todo, kept, staging, chosen, progress=progress)
+    results = write_shards(job, todo, kept, staging, chosen, progress=progress)
     try:
         manifest = build_manifest(job.dst, plan, [results[i] for i in range(len(job.tasks))])
-        finish_destination(job.dst)
+        destination.finish()
     except OSError as err:
         raise OutputError(f"Writing the manifest of {job.dst!r} failed: {err.strerror or err}. "
                           "Fix it (free space?), then run the same command with --resume.") from err
@@ -231,99 +160,3 @@ def convert(
     bytes_in = sum(r.bytes_in for i, r in results.items() if i not in kept)
     return ConversionResult(job.dst, manifest, len(job.index.items), seconds, bytes_in,
                             resumed_shards=len(kept))
-
-
-@dataclass(frozen=True)
-class TaskResult:
-    """What one array task did: its shards (written now or kept from an earlier attempt)."""
-
-    dst: str
-    task_id: int
-    num_tasks: int
-    shards: tuple[str, ...]
-    written: int
-    kept: int
-    samples: int
-    skipped: int
-    seconds: float
-    bytes_in: int
-    missing: tuple[str, ...]
-    already_complete: bool = False
-
-
-def convert_task(
-    src: str | os.PathLike[str],
-    dst: str | os.PathLike[str],
-    *,
-    task_id: int,
-    num_tasks: int,
-    to: str,
-    shard_size: int | str = DEFAULT_SHARD_SIZE,
-    codec: str = "original",
-    codec_options: Mapping[str, Any] | None = None,
-    check: str = "full",
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    strict: bool = False,
-    workers: int | None = None,
-    engine: Engine | None = None,
-    include_hidden: bool = False,
-    allow_empty: bool = False,
-    is_valid_file: Callable[[str], bool] | None = None,
-    progress: bool = False,
-) -> TaskResult:
-    """Array task ``task_id`` of ``num_tasks``: write its share of the shards of ``dst``.
-
-    Every task runs the same command with its own id (ids from 0); they may run at the same
-    time, on different machines, into one DST on shared storage. Task ``I`` writes the shards
-    numbered ``I, I + N, I + 2N, ...`` (:func:`packer.conversion.plan.shards_of_task`), keeps those an
-    earlier attempt finished, and writes no manifest: run :func:`packer.merge` (``packer
-    merge DST``) once all tasks are done. The result equals a single :func:`convert`'s.
-    Options are as for :func:`convert`; there is no ``overwrite`` (clear DST first) and
-    resuming is implicit.
-
-    Raises:
-        ValueError: ``task_id`` is not in ``0 .. num_tasks - 1``.
-        ResumeError: DST holds another plan (other source, options or task count).
-        Everything :func:`convert` raises.
-    """
-    started = time.perf_counter()
-    chosen = _choose_engine(engine, workers)
-    if num_tasks < 1 or not 0 <= task_id < num_tasks:
-        raise ValueError(f"task id must be from 0 to {num_tasks - 1} for {num_tasks} tasks, not {task_id}")
-    job = plan_job(src, dst, to=to, shard_size=shard_size, codec=codec, codec_options=codec_options,
-                   check=check, max_pixels=max_pixels, strict=strict, overwrite=False, resume=True,
-                   include_hidden=include_hidden, allow_empty=allow_empty, is_valid_file=is_valid_file,
-                   num_tasks=num_tasks)
-    plan = job.plan
-    mine = shards_of_task(len(job.tasks), task_id, num_tasks)
-    names = tuple(plan.shard_names[i] for i in mine)
-    if job.state == "complete":
-        _already_complete(job.dst, plan.fingerprint, plan.items, started)  # or raise: another plan
-        return TaskResult(job.dst, task_id, num_tasks, names, 0, len(names), 0, 0,
-                          time.perf_counter() - started, 0, (), already_complete=True)
-    try:
-        claim_destination(job.dst, plan)
-        staging = task_staging(job.dst, task_id, num_tasks)
-        kept = keep_finished_shards(job.dst, list(names), [plan.shard_fingerprints[i] for i in mine])
-    except OSError as err:
-        raise _write_error(job.dst, err) from err
-    kept = {mine[position]: result for position, result in kept.items()}
-    todo = [job.tasks[i] for i in mine if i not in kept]
-    results = _run(job, todo, kept, staging, chosen, progress=progress)
-    shutil.rmtree(staging, ignore_errors=True)
-    missing = unwritten_shards(job.dst, plan)  # for the summary; merge checks them properly
-    written = {i: r for i, r in results.items() if i not in kept}
-    return TaskResult(job.dst, task_id, num_tasks, names, len(written), len(kept),
-                      sum(len(r.relpaths) for r in results.values()),
-                      sum(len(r.skipped) for r in results.values()), time.perf_counter() - started,
-                      sum(r.bytes_in for r in written.values()),
-                      tuple(plan.shard_names[i] for i in missing))
-
-
-def _already_complete(dst: str, fingerprint: str, found: int, started: float) -> ConversionResult:
-    manifest = Manifest.load(dst)
-    if manifest.extra.get("plan_fingerprint") != fingerprint:
-        raise OutputError(f"{dst!r} is a complete dataset of another source tree or other options: "
-                          "nothing to resume. Choose a new directory, or --overwrite it.")
-    return ConversionResult(dst, manifest, found, time.perf_counter() - started, 0,
-                            resumed_shards=len(manifest.shards), already_complete=True)

@@ -12,18 +12,11 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterable
 
-from packer.errors import ShardError
-from packer.conversion.sharding import plan_shards
 from packer.conversion.engines.base import task_error
-from packer.conversion.tasks import (
-    SegmentResult,
-    SegmentTask,
-    ShardAssembler,
-    ShardResult,
-    ShardTask,
-    Task,
-    shard_of,
-)
+from packer.conversion.receipts import ShardResult
+from packer.conversion.sharding import plan_shards
+from packer.conversion.tasks import SegmentResult, SegmentTask, ShardAssembler, ShardTask, Task, shard_of
+from packer.errors import ShardError
 
 __all__ = ["Collector", "SEGMENTS_PER_WORKER", "make_tasks"]
 
@@ -38,7 +31,7 @@ def make_tasks(shards: list[ShardTask], workers: int) -> list[Task]:
     used only when each file costs CPU (a decode check, or a codec that re-encodes); storing
     original bytes unchecked is I/O-bound and gains nothing from them.
     """
-    io_bound = all(s.check == "none" and s.codec == "original" for s in shards)
+    io_bound = all(s.check == "none" and s.codec.keeps_source_bytes for s in shards)
     if workers <= 1 or not shards or len(shards) >= workers or io_bound:
         return list(shards)
     pieces = -(-SEGMENTS_PER_WORKER * workers // len(shards))  # per shard, rounded up

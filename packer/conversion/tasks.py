@@ -9,23 +9,22 @@ finished: ``--resume`` keeps it untouched. Running the same task twice gives the
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
 
-from packer.format.backends import ShardWriter, get_backend
-from packer.format.codecs import Codec, get_codec
-from packer.conversion.destination import RECEIPTS_DIR
-from packer.format.durable import atomic_write_bytes, fsync_dir, sha256_file
+from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, receipt_path
 from packer.errors import BadImageError, SourceError
+from packer.format.backends import ShardWriter, get_backend
+from packer.format.codecs import Codec
+from packer.format.durable import atomic_write_bytes, fsync_dir, sha256_file
 from packer.format.manifest import ShardEntry, SkippedFile
 from packer.source.sourcefile import UnpackableFile, read_source
 
-__all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardResult", "ShardTask", "Task",
-           "load_receipt", "receipt_path", "shard_of", "write_segment", "write_shard"]
+__all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardTask", "Task", "shard_of", "write_segment",
+           "write_shard"]
+
 
 
 #: ``notify(event, relpath)``: ``"file"`` before a file is read (so a crash can be pinned on
@@ -43,14 +42,13 @@ class ShardTask:
     dst: str
     staging: str
     backend: str
-    codec: str
+    codec: Codec  # pickled by reference to its class: a registered codec reaches spawned workers
     check: str
     max_pixels: int
     strict: bool
     planned_bytes: int
     items: tuple[tuple[str, int, int], ...]
     fingerprint: str
-    codec_params: dict[str, Any] = field(default_factory=dict)
     crashed: dict[str, str] = field(default_factory=dict)
 
     def run(self, notify: Notify) -> ShardResult:
@@ -60,49 +58,6 @@ class ShardTask:
     def with_crash(self, relpath: str, detail: str) -> ShardTask:
         """The same task, with ``relpath`` known to crash the decoder: it is skipped."""
         return replace(self, crashed={**self.crashed, relpath: detail})
-
-
-@dataclass(frozen=True)
-class ShardResult:
-    """A finished shard: its manifest entry and the samples and skips it holds, in order."""
-
-    entry: ShardEntry
-    relpaths: tuple[str, ...]
-    targets: tuple[int, ...]
-    skipped: tuple[SkippedFile, ...]
-    bytes_in: int
-    fingerprint: str
-
-    def to_json(self) -> str:
-        """The receipt's text."""
-        return json.dumps(asdict(self), sort_keys=True) + "\n"
-
-
-def receipt_path(dst: str, name: str) -> str:
-    """Where shard ``name`` of ``dst`` leaves its receipt once finished."""
-    return os.path.join(dst, RECEIPTS_DIR, name + ".json")
-
-
-def load_receipt(dst: str, name: str) -> ShardResult | None:
-    """The receipt of a finished shard, or None when it is missing, damaged or not finished."""
-    try:
-        with open(receipt_path(dst, name), encoding="utf-8", errors="surrogateescape") as handle:
-            data = json.load(handle)
-        result = ShardResult(
-            entry=ShardEntry(**data["entry"]),
-            relpaths=tuple(data["relpaths"]),
-            targets=tuple(data["targets"]),
-            skipped=tuple(SkippedFile(**s) for s in data["skipped"]),
-            bytes_in=int(data["bytes_in"]),
-            fingerprint=str(data["fingerprint"]),
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    try:
-        finished = os.path.getsize(os.path.join(dst, name)) == result.entry.num_bytes
-    except OSError:
-        finished = False
-    return result if finished else None
 
 
 def _pack_bytes(task: ShardTask, codec: Codec, relpath: str, size: int) -> bytes:
@@ -137,7 +92,7 @@ def _pack_items(task: ShardTask, items: tuple[tuple[str, int, int], ...],
                 sink: Callable[[bytes], object], notify: Notify) -> _Packed:
     """Read, check and encode ``items`` in order, handing each payload to ``sink``."""
     packed = _Packed()
-    codec = get_codec(task.codec, task.codec_params)
+    codec = task.codec
     for relpath, label, size in items:
         notify("file", relpath)
         if relpath in task.crashed:

@@ -7,19 +7,10 @@ import os
 
 from packer.errors import OutputError
 
-__all__ = ["atomic_write_bytes", "fsync_dir", "fsync_file", "is_temporary_name", "sha256_file",
+__all__ = ["atomic_write_bytes", "fsync_dir", "is_temporary_name", "sha256_file",
            "write_named_file"]
 
 _CHUNK = 4 << 20
-
-
-def fsync_file(path: str) -> None:
-    """Flush a closed file's data to stable storage."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def fsync_dir(path: str) -> None:

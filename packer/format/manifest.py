@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Final, get_args, get_origin, get_type_hints
 
-from packer.format.durable import atomic_write_bytes
 from packer.errors import IncompleteDatasetError, ManifestError, NotADatasetError
+from packer.format.durable import atomic_write_bytes
 
 __all__ = [
     "FORMAT_VERSION",
@@ -26,6 +27,7 @@ __all__ = [
     "ScanInfo",
     "ShardEntry",
     "SkippedFile",
+    "estimate_manifest_bytes",
 ]
 
 FORMAT_VERSION: Final = 1
@@ -198,6 +200,19 @@ class Manifest:
             raise NotADatasetError(f"{top!r} is not a packer dataset (no {MANIFEST_NAME}): give "
                                    "the DST of a finished `packer convert`.") from None
         return cls.from_json(text, source=path)
+
+
+# index.json's size: a fixed part, plus per class, per shard and per listed scan path (measured).
+_FIXED_BYTES, _PER_CLASS, _PER_SHARD, _PER_PATH = 1400, 16, 200, 8
+
+
+def estimate_manifest_bytes(source: str, num_shards: int, classes: Sequence[str],
+                            listed_paths: Sequence[str]) -> int:
+    """About the size of ``index.json`` for a dataset of ``source`` with these shards, classes
+    and scan paths listed (ignored hidden entries, cut loops, unreadable folders)."""
+    return (_FIXED_BYTES + len(source) + _PER_SHARD * num_shards
+            + sum(len(json.dumps(c)) + _PER_CLASS for c in classes)
+            + sum(len(json.dumps(p)) + _PER_PATH for p in listed_paths))
 
 
 def _get(data: dict[str, Any], key: str, kind: type, source: str) -> Any:

@@ -24,13 +24,16 @@ import numpy as np
 from packer.format.durable import atomic_write_bytes
 from packer.format.manifest import FileEntry
 
-__all__ = ["INDEX_FILES", "SampleIndex", "write_sample_index"]
+__all__ = ["INDEX_FILES", "SampleIndex", "estimate_index_bytes", "write_sample_index"]
 
 INDEX_FILES: Final[dict[str, str]] = {
     "targets": "samples/targets.npy",
     "path_offsets": "samples/path_offsets.npy",
     "paths": "samples/paths.bin",
 }
+
+#: The header numpy writes before an array in a ``.npy`` file (format 1.0, padded to 128).
+_NPY_HEADER = 128
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -57,6 +60,12 @@ def write_sample_index(root: str, relpaths: Sequence[str], targets: Sequence[int
         # Hash the bytes in hand: atomic_write_bytes fsynced exactly these to disk.
         entries[name] = FileEntry(INDEX_FILES[name], len(data), hashlib.sha256(data).hexdigest())
     return entries
+
+
+def estimate_index_bytes(num_samples: int, path_bytes: int) -> int:
+    """Bytes of the sample index files for ``num_samples`` paths of ``path_bytes`` in all:
+    two ``.npy`` files (128-byte headers, int64 targets and ``n + 1`` offsets) and the paths."""
+    return 2 * _NPY_HEADER + 16 * num_samples + 8 + path_bytes
 
 
 class SampleIndex:
@@ -93,6 +102,30 @@ class SampleIndex:
             self._offsets, self._paths = offsets, blob
         start, stop = int(offsets[index]), int(offsets[index + 1])
         return bytes(blob[start:stop]).decode("utf-8", "surrogateescape")
+
+    def inconsistencies(self) -> list[tuple[str, str]]:
+        """What is wrong with the index files, as ``(file key in INDEX_FILES, what)`` pairs.
+
+        Checks shapes and dtypes against ``num_samples`` and that the offsets cut the paths
+        blob in order; empty when the index is sound.
+
+        Raises:
+            OSError, ValueError: a file is missing or is not a readable ``.npy`` array.
+        """
+        n = self.num_samples
+        targets, offsets = self.targets, self._map("path_offsets")
+        paths_size = os.path.getsize(os.path.join(self.root, INDEX_FILES["paths"]))
+        wrong: list[tuple[str, str]] = []
+        if targets.shape != (n,) or targets.dtype.kind not in "iu":
+            wrong.append(("targets", f"holds {targets.dtype}{list(targets.shape)}, expected "
+                                     f"int64[{n}] for the {n} samples of the shards"))
+        if offsets.shape != (n + 1,) or offsets.dtype.kind not in "iu":
+            wrong.append(("path_offsets", f"holds {offsets.dtype}{list(offsets.shape)}, expected "
+                                          f"int64[{n + 1}]"))
+        elif int(offsets[0]) != 0 or int(offsets[-1]) != paths_size or bool(np.any(np.diff(offsets) < 0)):
+            wrong.append(("path_offsets", f"offsets do not cut the {paths_size} bytes of paths.bin "
+                                          "in order"))
+        return wrong
 
     def __getstate__(self) -> dict[str, object]:
         return {"root": self.root, "num_samples": self.num_samples}

@@ -8,9 +8,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from packer.errors import ShardError
 from packer.format.backends import ShardReader, get_backend
 from packer.format.backends.base import Arena
-from packer.errors import ShardError
 from packer.format.manifest import FileEntry, Manifest, ShardEntry
 
 __all__ = ["ShardSet"]

@@ -17,12 +17,12 @@ from typing import Any, ClassVar, overload
 import numpy as np
 from torch.utils.data import Dataset
 
-from packer.read.batching import batch_samples, new_batch_tensor
-from packer.format.codecs import Codec, get_codec
 from packer.errors import DatasetError
+from packer.format.codecs import Codec, get_codec
 from packer.format.manifest import Manifest
 from packer.format.sample_index import SampleIndex
 from packer.format.shardset import ShardSet
+from packer.read.batching import batch_samples, new_batch_tensor
 from packer.read.transforms import BatchTransform
 
 __all__ = ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"]
@@ -102,13 +102,23 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         target_transform: Callable[[int], Any] | None = None,
         *,
         decode: bool = True,
-        _shards: ShardSet | None = None,
     ) -> None:
         self.root = os.path.abspath(os.fspath(root))
         self.transform = transform
         self.target_transform = target_transform
         self.decode = decode
-        self._open_shards(_shards)
+        self._open_shards()
+
+    @classmethod
+    def _over(cls, shards: ShardSet, transform: Callable[[Any], Any] | None,
+              target_transform: Callable[[int], Any] | None, *, decode: bool) -> PackedImageDataset:
+        """A dataset over a ShardSet already opened (:func:`open_dataset` loads the manifest once
+        to pick the class); the same as ``cls(shards.root, ...)``."""
+        dataset = cls.__new__(cls)
+        dataset.root, dataset.transform, dataset.target_transform = shards.root, transform, target_transform
+        dataset.decode = decode
+        dataset._open_shards(shards)
+        return dataset
 
     def _open_shards(self, opened: ShardSet | None = None) -> None:
         """Load the manifest and check the files (``opened``: already done by open_dataset)."""
@@ -232,4 +242,4 @@ def open_dataset(
     """
     shards = ShardSet(path)  # loaded once, then handed to the dataset
     cls = _CLASSES.get(shards.manifest.backend, PackedImageDataset)
-    return cls(path, transform, target_transform, decode=decode, _shards=shards)
+    return cls._over(shards, transform, target_transform, decode=decode)

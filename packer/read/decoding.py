@@ -24,9 +24,9 @@ from typing import Final, TypeAlias
 import numpy as np
 from PIL import Image
 
+from packer.format.codecs import pixels_array
 from packer.read import speedups
 from packer.source.imagecheck import pixel_limit_lifted
-from packer.format.codecs.reencode import pixels_array
 
 __all__ = ["DECODERS", "Picture", "Sample", "open_picture", "resolve_decoder"]
 

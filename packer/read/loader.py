@@ -22,17 +22,16 @@ in one line (details in :func:`make_loader`'s docstring):
 from __future__ import annotations
 
 import os
-from collections.abc import Sized
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 import torch
 import torch.distributed as dist
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, Sampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from packer.cpus import available_cpus
 from packer.read.datasets import PackedImageDataset
-from packer.read.samplers import ShardAwareSampler
+from packer.read.samplers import SeededRandomSampler, ShardAwareSampler
 
 __all__ = ["DEFAULT_PREFETCH", "MAX_WORKERS", "SAMPLERS", "LoaderSettings", "SeededRandomSampler",
            "available_cpus", "default_workers", "loader_settings", "make_loader"]
@@ -88,24 +87,6 @@ class LoaderSettings:
         return (f"DataLoader(num_workers={self.num_workers}, prefetch_factor={self.prefetch_factor}, "
                 f"persistent_workers={self.persistent_workers}, pin_memory={self.pin_memory}, "
                 f"drop_last={self.drop_last}, sampler={self.sampler})")
-
-
-class SeededRandomSampler(RandomSampler):
-    """``RandomSampler`` with ``set_epoch``, so one training loop fits every sampler make_loader builds.
-
-    Without :meth:`set_epoch` each epoch continues the generator seeded with ``seed`` (a new
-    order every epoch); :meth:`set_epoch` makes epoch ``e``'s order depend on ``seed + e`` alone,
-    as ``DistributedSampler``'s does, so a job resumed at epoch ``e`` reads what it would have.
-    """
-
-    def __init__(self, data_source: Sized, seed: int = 0) -> None:
-        super().__init__(data_source, generator=torch.Generator().manual_seed(seed))
-        self.seed = seed
-
-    def set_epoch(self, epoch: int) -> None:
-        """Draw epoch ``epoch``'s order from ``seed + epoch``."""
-        if self.generator is not None:
-            self.generator.manual_seed(self.seed + epoch)
 
 
 def _local_world_size() -> int:

@@ -47,16 +47,16 @@ from __future__ import annotations
 import math
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Sized
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.utils.data import Sampler
+from torch.utils.data import RandomSampler, Sampler
 
 from packer.read.datasets import PackedImageDataset
 
-__all__ = ["ShardAwareSampler"]
+__all__ = ["SeededRandomSampler", "ShardAwareSampler"]
 
 #: Keys of :meth:`ShardAwareSampler.state_dict` that must match on load (the order depends on them).
 _MUST_MATCH = ("num_replicas", "num_samples", "shard_layout", "block_size", "window", "shuffle",
@@ -271,3 +271,21 @@ def _world_size() -> int:
 
 def _rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+class SeededRandomSampler(RandomSampler):
+    """``RandomSampler`` with ``set_epoch``, so one training loop fits every sampler make_loader builds.
+
+    Without :meth:`set_epoch` each epoch continues the generator seeded with ``seed`` (a new
+    order every epoch); :meth:`set_epoch` makes epoch ``e``'s order depend on ``seed + e`` alone,
+    as ``DistributedSampler``'s does, so a job resumed at epoch ``e`` reads what it would have.
+    """
+
+    def __init__(self, data_source: Sized, seed: int = 0) -> None:
+        super().__init__(data_source, generator=torch.Generator().manual_seed(seed))
+        self.seed = seed
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw epoch ``epoch``'s order from ``seed + epoch``."""
+        if self.generator is not None:
+            self.generator.manual_seed(self.seed + epoch)

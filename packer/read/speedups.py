@@ -1,7 +1,7 @@
 """The fast path's optional accelerators: simplejpeg (JPEG decoding) and OpenCV (resizing).
 
 Both are wheels with libjpeg-turbo or OpenCV inside, installed by the ``fast`` extra
-(``pip install 'packer[fast]'``): no compiler and no system library. Without them every
+(``pip install 'packer-shards[fast]'``): no compiler and no system library. Without them every
 transform works the same way, only slower: Pillow decodes and torch resizes. ``"auto"``
 choices in :mod:`packer.read.transforms` take an accelerator when it imports, so the same code runs
 on machines with and without the extra; name a decoder or resampler to pin it.
@@ -24,7 +24,7 @@ from packer.errors import MissingExtraError
 __all__ = ["FAST_EXTRA", "accelerators", "opencv", "require", "simplejpeg"]
 
 #: The ``pip install`` argument that brings the accelerators.
-FAST_EXTRA: Final = "packer[fast]"
+FAST_EXTRA: Final = "packer-shards[fast]"
 
 _DISTRIBUTIONS: Final = {"simplejpeg": "simplejpeg", "cv2": "opencv-python-headless"}
 

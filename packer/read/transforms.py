@@ -30,7 +30,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from packer.read.crop_params import center_crop_box, center_crop_geometry, random_resized_crop_params, size_pair
+from packer.read.crop_params import (
+    center_crop_box,
+    center_crop_geometry,
+    random_resized_crop_params,
+    size_pair,
+)
 from packer.read.crop_resize import Sample, check_gap, crop_resize, reduction, render, to_uint8_tensor
 from packer.read.decoding import DECODERS, Picture, open_picture, resolve_decoder
 from packer.read.normalize import IMAGENET_MEAN, IMAGENET_STD, Normalize
@@ -176,7 +181,9 @@ class CenterCropResize(_Fused):
     Args:
         size: Output ``(height, width)``, or an int for a square.
         resize: The short side before cropping; at least the crop.
-        draft_gap, resampler, decoder: As for :class:`RandomResizedCropFlip`.
+        draft_gap: As for :class:`RandomResizedCropFlip`.
+        resampler: As for :class:`RandomResizedCropFlip`.
+        decoder: As for :class:`RandomResizedCropFlip`.
     """
 
     def __init__(self, size: int | Sequence[int] = 224, resize: int = 256, *, draft_gap: float = 2.0,

@@ -11,7 +11,7 @@ import io
 import logging
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final
 
@@ -19,7 +19,8 @@ from PIL import Image, ImageFile, UnidentifiedImageError
 
 from packer.source.sourcefile import UnpackableFile
 
-__all__ = ["CHECK_LEVELS", "DEFAULT_MAX_PIXELS", "check_image", "image_dimensions", "open_image",
+__all__ = ["CHECK_LEVELS", "DEFAULT_MAX_PIXELS", "UndecodableImage", "check_image", "decoder_failures",
+           "image_dimensions", "open_image",
            "pixel_limit_lifted", "unpackable"]
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,30 @@ def pixel_limit_lifted() -> Iterator[None]:
                 Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES = _saved_settings
 
 
+class UndecodableImage(ValueError):
+    """What a decoder raised, whatever its type; ``str()`` is ``"<type>: <message>"``."""
+
+    def __init__(self, err: Exception) -> None:
+        super().__init__(f"{type(err).__name__}: {err}")
+        self.cause = err
+
+
+@contextmanager
+def decoder_failures(as_error: Callable[[Exception], Exception] = UndecodableImage) -> Iterator[None]:
+    """Run a decode; whatever the decoder raises becomes ``as_error(err)``.
+
+    Pillow's decoders raise OSError, SyntaxError, ValueError, struct.error and more for damaged
+    data, so this is packer's one ``except Exception`` around decoding: callers catch
+    :class:`UndecodableImage` (or the error they asked for) instead.
+    """
+    try:
+        yield
+    except UnpackableFile:
+        raise
+    except Exception as err:  # the one place that catches what any decoder may raise
+        raise as_error(err) from err
+
+
 def unpackable(err: Exception) -> UnpackableFile:
     """Name the reason a Pillow error means, keeping Pillow's message as the detail."""
     if isinstance(err, UnidentifiedImageError):
@@ -75,12 +100,12 @@ def unpackable(err: Exception) -> UnpackableFile:
 def image_dimensions(path: str) -> tuple[int, int] | None:
     """Width and height from the file's header (nothing decoded), or None if unreadable."""
     try:
-        with pixel_limit_lifted(), warnings.catch_warnings():
+        with pixel_limit_lifted(), warnings.catch_warnings(), decoder_failures():
             warnings.simplefilter("ignore")
             with Image.open(path) as image:
                 width, height = image.size
                 return int(width), int(height)
-    except Exception:  # any unreadable file: conversion reports it properly later
+    except UndecodableImage:  # any unreadable file: conversion reports it properly later
         return None
 
 
@@ -91,10 +116,8 @@ def open_image(data: bytes, *, max_pixels: int) -> Image.Image:
     Raises:
         UnpackableFile: ``not_an_image``, ``decompression_bomb``, ``truncated`` or ``decode_error``.
     """
-    try:
+    with decoder_failures(unpackable):
         image = Image.open(io.BytesIO(data))
-    except Exception as err:  # Pillow raises many types for damaged headers
-        raise unpackable(err) from None
     width, height = image.size
     if width * height > max_pixels:
         raise UnpackableFile("decompression_bomb", f"{width}x{height} = {width * height} pixels is "
@@ -117,12 +140,10 @@ def check_image(data: bytes, *, check: str, max_pixels: int) -> None:
         warnings.simplefilter("always")
         image = open_image(data, max_pixels=max_pixels)
         if check == "full":
-            try:
+            with decoder_failures(unpackable):
                 image.load()
                 if image.mode != "RGB":  # prove the RGB conversion readers do works too
                     image.convert("RGB")
-            except Exception as err:  # decoders raise OSError, SyntaxError, ValueError, ...
-                raise unpackable(err) from None
     for warning in caught:
         log.debug("Pillow warned while checking an image: %s", warning.message)
 

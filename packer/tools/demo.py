@@ -22,13 +22,13 @@ from typing import Any
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from packer.format.backends import backend_names
-from packer.tools.bench import bench
 from packer.conversion.run import ConversionResult, convert
-from packer.read.datasets import open_dataset
-from packer.tools.demo_tree import BROKEN_FILES, make_demo_tree
 from packer.errors import OutputError
+from packer.format.backends import backend_names
 from packer.read.baseline import ImageFolderDataset
+from packer.read.datasets import open_dataset
+from packer.tools.bench import bench
+from packer.tools.demo_tree import BROKEN_FILES, make_demo_tree
 
 __all__ = ["BROKEN_FILES", "DemoReport", "SpeedRow", "make_demo_tree", "run_demo"]
 

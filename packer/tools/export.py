@@ -32,22 +32,21 @@ a copy that can simply be run again (``--overwrite``).
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from tqdm import tqdm
 
-from packer.format.codecs import get_codec
-from packer.errors import ManifestError, OutputError, OutputExistsError, ShardError, UnknownNameError
-from packer.format.manifest import Manifest
+from packer.errors import ManifestError, OutputError, OutputExistsError, ShardError
+from packer.format.codecs import Codec, ExportFormat, get_codec
 from packer.format.sample_index import SampleIndex
-from packer.tools.selection import class_members, pick_samples, select_classes
 from packer.format.shardset import ShardSet
+from packer.source.imagecheck import decoder_failures
+from packer.tools.selection import class_members, pick_samples, select_classes
 
 __all__ = ["ExportResult", "export_dataset"]
 
@@ -67,44 +66,16 @@ class ExportResult:
     skipped_in_dataset: int  # files the conversion skipped: never packed, so not exported
     codec: str
     seconds: float
+    exported_as: str = "the original bytes at their original paths"  # the codec's export format
 
 
-@dataclass(frozen=True)
-class _Format:
-    suffix: str | None  # None: names and bytes exactly as stored
-    keep: tuple[str, ...]  # lower-case suffixes that already name this format
-    convert: Callable[[bytes], bytes]
-
-
-def _png(codec_name: str, params: dict[str, object]) -> Callable[[bytes], bytes]:
-    codec = get_codec(codec_name, params)
-
-    def convert(payload: bytes) -> bytes:
-        buffer = io.BytesIO()
-        codec.decode(payload).save(buffer, "PNG")
-        return buffer.getvalue()
-
-    return convert
-
-
-def _format(manifest: Manifest) -> _Format:
-    if manifest.codec == "original":
-        return _Format(None, (), bytes)
-    if manifest.codec == "jpeg":
-        return _Format(".jpg", (".jpg", ".jpeg"), bytes)
-    if manifest.codec == "pixels":
-        return _Format(".png", (".png",), _png(manifest.codec, manifest.codec_params))
-    raise UnknownNameError(f"packer cannot export codec {manifest.codec!r}; it exports original, "
-                           "jpeg and pixels.")
-
-
-def _file_names(relpaths: Sequence[str], fmt: _Format) -> list[str]:
+def _file_names(relpaths: Sequence[str], fmt: ExportFormat) -> list[str]:
     """Exported relative paths (see the module docstring), unique."""
     if fmt.suffix is None:
         names = list(relpaths)
     else:
         suffix = fmt.suffix
-        proposed = [p if PurePosixPath(p).suffix.lower() in fmt.keep
+        proposed = [p if PurePosixPath(p).suffix.lower() in fmt.keeps
                     else str(PurePosixPath(p).with_suffix(suffix)) for p in relpaths]
         taken = Counter(proposed)
         names = [q if q == p or taken[q] == 1 else p + suffix
@@ -183,16 +154,17 @@ def _selected(shards: ShardSet, index: SampleIndex, class_ids: list[int],
     return sorted(i for chosen in picked.values() for i in chosen)
 
 
-def _converted(fmt: _Format, payload: bytes, name: str) -> bytes:
-    try:
-        return fmt.convert(payload)
-    except Exception as err:  # decoders raise OSError, SyntaxError, ValueError, ...
-        raise ShardError(f"The sample exported as {name!r} cannot be decoded ({type(err).__name__}: "
-                         f"{err}); the dataset is damaged: run packer verify --deep.") from err
+def _converted(codec: Codec, payload: bytes, name: str) -> bytes:
+    def damaged(err: Exception) -> ShardError:
+        return ShardError(f"The sample exported as {name!r} cannot be decoded ({type(err).__name__}: "
+                          f"{err}); the dataset is damaged: run packer verify --deep.")
+
+    with decoder_failures(damaged):
+        return codec.exported_bytes(payload)
 
 
 def _write_all(shards: ShardSet, top: str, class_names: list[str], chosen: Sequence[int],
-               names: list[str], fmt: _Format, *, progress: bool) -> int:
+               names: list[str], codec: Codec, *, progress: bool) -> int:
     """Make every class folder, then write each chosen sample; return the bytes written."""
     for name in class_names:
         _make_dirs(os.path.join(top, name))
@@ -202,7 +174,7 @@ def _write_all(shards: ShardSet, top: str, class_names: list[str], chosen: Seque
         for start in range(0, len(chosen), _BATCH):
             batch = chosen[start:start + _BATCH]
             for name, payload in zip(names[start:start + _BATCH], shards.read_many(batch), strict=True):
-                data = _converted(fmt, payload, name)
+                data = _converted(codec, payload, name)
                 _write_file(os.path.join(top, *name.split("/")), data)
                 written += len(data)
             bar.update(len(batch))
@@ -241,7 +213,8 @@ def export_dataset(
     started = time.perf_counter()
     shards = ShardSet(dst)
     manifest = shards.manifest
-    fmt = _format(manifest)
+    codec = get_codec(manifest.codec, manifest.codec_params)
+    fmt = codec.export_format()
     top = os.path.abspath(os.fspath(out))
     _check_out(top, shards.root, manifest.source, overwrite=overwrite)
     class_ids = select_classes(manifest.classes, classes)
@@ -252,7 +225,7 @@ def export_dataset(
         _check_relpath(relpath, manifest.classes[int(index.targets[i])])
     names = _file_names(relpaths, fmt)
     try:
-        written = _write_all(shards, top, [manifest.classes[c] for c in class_ids], chosen, names, fmt,
+        written = _write_all(shards, top, [manifest.classes[c] for c in class_ids], chosen, names, codec,
                              progress=progress)
     finally:
         shards.close()
@@ -261,6 +234,7 @@ def export_dataset(
         classes=tuple(manifest.classes[c] for c in class_ids),
         renamed=sum(a != b for a, b in zip(relpaths, names, strict=True)),
         not_selected=manifest.num_samples - len(chosen), skipped_in_dataset=len(manifest.skipped),
-        codec=manifest.codec, seconds=time.perf_counter() - started)
+        codec=manifest.codec, seconds=time.perf_counter() - started,
+        exported_as=fmt.description)
 
 

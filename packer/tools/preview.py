@@ -29,12 +29,13 @@ from packer.format.codecs import get_codec
 from packer.format.durable import write_named_file
 from packer.format.manifest import Manifest
 from packer.format.sample_index import SampleIndex
-from packer.tools.selection import class_members, pick_samples, select_classes
 from packer.format.shardset import ShardSet
-from packer.tools.sheet_html import render_html
+from packer.tools.selection import class_members, pick_samples, select_classes
 from packer.tools.sheet_draw import PAD, Layout, Painter, Pen, SheetCell, SheetRow
+from packer.tools.sheet_html import render_html
 
-__all__ = ["MAX_SHEET_PIXELS", "PAD", "ContactSheet", "SheetCell", "SheetRow", "make_contact_sheet", "write_contact_sheet"]
+__all__ = ["MAX_SHEET_PIXELS", "PAD", "ContactSheet", "SheetCell", "SheetRow", "make_contact_sheet",
+           "write_contact_sheet"]
 
 #: The largest sheet drawn: Pillow's own decompression-bomb limit, so any viewer opens it.
 MAX_SHEET_PIXELS: Final = 89_478_485
@@ -152,7 +153,7 @@ def write_contact_sheet(
 
     Raises:
         OutputError: ``out`` cannot be written (its folder is missing or read-only, ...).
-        Anything :func:`make_contact_sheet` raises.
+        PackerError: anything :func:`make_contact_sheet` raises (and its ValueError).
     """
     sheet = make_contact_sheet(dst, per_class=per_class, classes=classes, seed=seed, thumb=thumb)
     # Names that are not valid UTF-8 (kept with surrogateescape) show as "?" in the page.

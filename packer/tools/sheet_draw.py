@@ -17,6 +17,7 @@ from PIL import Image, ImageDraw, ImageFont, ImageOps
 
 from packer.format.codecs import Codec
 from packer.format.sample_index import SampleIndex
+from packer.source.imagecheck import UndecodableImage, decoder_failures
 
 __all__ = ["PAD", "Layout", "Painter", "Pen", "SheetCell", "SheetRow"]
 
@@ -174,9 +175,10 @@ class Painter:
         left, top, right, bottom = cell.box
         thumb = right - left
         try:
-            image = _thumbnail(self.codec, payload, thumb)
-        except Exception as err:  # decoders raise OSError, SyntaxError, ValueError, ...
-            cell = replace(cell, error=f"{type(err).__name__}: {err}")
+            with decoder_failures():
+                image = _thumbnail(self.codec, payload, thumb)
+        except UndecodableImage as err:
+            cell = replace(cell, error=str(err))
             self.draw.rectangle((left, top, right - 1, bottom - 1), fill=_FAILED)
             self.draw.text((left + 3, top + 3), self.pen.fit("cannot decode", "", thumb - 6),
                            fill=(160, 0, 0), font=self.pen.font)

@@ -10,20 +10,16 @@ dataset's codec, so a sample that cannot be read is reported rather than describ
 
 from __future__ import annotations
 
-import io
 import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from PIL import Image
-
+from packer.errors import ShardError
 from packer.format.codecs import get_codec
 from packer.format.durable import write_named_file
-from packer.errors import ShardError
-from packer.source.imagecheck import pixel_limit_lifted
-from packer.format.codecs.reencode import pixels_array
 from packer.format.sample_index import SampleIndex
 from packer.format.shardset import ShardSet
+from packer.source.imagecheck import decoder_failures
 
 __all__ = ["SampleInfo", "sample_bytes", "sample_info", "save_sample"]
 
@@ -61,15 +57,6 @@ def _resolve(index: int, num_samples: int, root: str) -> int:
     return resolved
 
 
-def _describe(codec_name: str, payload: bytes) -> tuple[int, int, str, str]:
-    """Width, height, mode and format of the stored image (a header read, no decode)."""
-    pixels = pixels_array(payload) if codec_name == "pixels" else None
-    if pixels is not None:
-        return pixels.shape[1], pixels.shape[0], "RGB", "pixels"
-    with pixel_limit_lifted(), Image.open(io.BytesIO(payload)) as image:
-        return image.width, image.height, image.mode, image.format or "unknown"
-
-
 def _load(dst: str | os.PathLike[str], index: int) -> tuple[SampleInfo, bytes]:
     shards = ShardSet(dst)
     manifest = shards.manifest
@@ -81,13 +68,16 @@ def _load(dst: str | os.PathLike[str], index: int) -> tuple[SampleInfo, bytes]:
     samples = SampleIndex(shards.root, manifest.num_samples)
     target = int(samples.targets[position])
     relpath = samples.path(position)
-    try:
-        get_codec(manifest.codec, manifest.codec_params).decode(payload)
-        width, height, mode, fmt = _describe(manifest.codec, payload)
-    except Exception as err:  # decoders raise OSError, SyntaxError, ValueError, ...
-        raise ShardError(f"Sample {position} ({relpath}) of {shards.root!r} cannot be decoded with "
-                         f"codec {manifest.codec!r} ({type(err).__name__}: {err}); the data is "
-                         "damaged: run packer verify --deep.") from err
+    def damaged(err: Exception) -> ShardError:
+        return ShardError(f"Sample {position} ({relpath}) of {shards.root!r} cannot be decoded with "
+                          f"codec {manifest.codec!r} ({type(err).__name__}: {err}); the data is "
+                          "damaged: run packer verify --deep.")
+
+    codec = get_codec(manifest.codec, manifest.codec_params)
+    with decoder_failures(damaged):
+        codec.decode(payload)
+        stored = codec.describe(payload)
+    width, height, mode, fmt = stored.width, stored.height, stored.mode, stored.format
     shard = manifest.shards[shards.locate(position)[0]].path
     info = SampleInfo(
         index=position, num_samples=manifest.num_samples, relpath=relpath, target=target,
@@ -112,7 +102,7 @@ def sample_bytes(dst: str | os.PathLike[str], index: int) -> bytes:
     """The stored bytes of sample ``index`` exactly (``ds[index]`` with ``decode=False``).
 
     Raises:
-        The same as :func:`sample_info`.
+        PackerError: as :func:`sample_info` (and its IndexError).
     """
     return _load(dst, index)[1]
 
@@ -125,7 +115,7 @@ def save_sample(dst: str | os.PathLike[str], index: int, out: str | os.PathLike[
 
     Raises:
         OutputError: ``out`` cannot be written.
-        The same as :func:`sample_info`.
+        PackerError: as :func:`sample_info` (and its IndexError).
     """
     info, payload = _load(dst, index)
     write_named_file(out, payload, "the sample")

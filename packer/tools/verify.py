@@ -31,12 +31,13 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from packer.format.backends import get_backend
-from packer.format.codecs import Codec, get_codec
-from packer.format.durable import sha256_file
 from packer.errors import PackerError, ShardError, SourceNotFoundError
+from packer.format.backends import get_backend
+from packer.format.codecs import Codec, codec_class, get_codec
+from packer.format.durable import sha256_file
 from packer.format.manifest import MANIFEST_NAME, FileEntry, Manifest, ShardEntry
 from packer.format.sample_index import INDEX_FILES, SampleIndex
+from packer.source.imagecheck import UndecodableImage, decoder_failures
 from packer.tools.findings import MAX_LISTED, Findings, Problem, VerifyReport
 
 __all__ = ["MAX_LISTED", "Problem", "VerifyReport", "verify_dataset"]
@@ -115,27 +116,13 @@ def _open_index(root: str, manifest: Manifest, intact: set[str], found: Findings
     if not all(name in entries and entries[name].path in intact for name in INDEX_FILES):
         return None
     index = SampleIndex(root, manifest.num_samples)
-    n = manifest.num_samples
     try:
-        targets = index.targets
-        offsets = np.load(os.path.join(root, INDEX_FILES["path_offsets"]), mmap_mode="r",
-                          allow_pickle=False)
-        paths_size = os.path.getsize(os.path.join(root, INDEX_FILES["paths"]))
+        wrong = index.inconsistencies()
     except (OSError, ValueError) as err:
         found.add(entries["targets"].path, "decode_error", f"the sample index cannot be loaded: {err}")
         return None
-    wrong: list[tuple[str, str]] = []
-    if targets.shape != (n,) or targets.dtype.kind not in "iu":
-        message = (f"holds {targets.dtype}{list(targets.shape)}, expected int64[{n}] for the "
-                   f"{n} samples of the shards")
-        wrong.append((entries["targets"].path, message))
-    if offsets.shape != (n + 1,) or offsets.dtype.kind not in "iu":
-        message = f"holds {offsets.dtype}{list(offsets.shape)}, expected int64[{n + 1}]"
-        wrong.append((entries["path_offsets"].path, message))
-    elif int(offsets[0]) != 0 or int(offsets[-1]) != paths_size or bool(np.any(np.diff(offsets) < 0)):
-        message = f"offsets do not cut the {paths_size} bytes of paths.bin in order"
-        wrong.append((entries["path_offsets"].path, message))
-    for path, message in wrong:
+    for key, message in wrong:
+        path = entries[key].path
         found.add(path, "inconsistent_manifest", f"{path} {message}")
     return None if wrong else index
 
@@ -233,7 +220,7 @@ def verify_dataset(
             codec = get_codec(manifest.codec, manifest.codec_params)
         except PackerError as err:
             found.add(MANIFEST_NAME, "decode_error", f"samples cannot be decoded: {err}")
-    if src is not None and manifest.codec != "original":
+    if src is not None and not _keeps_source_bytes(manifest.codec):
         found.add(MANIFEST_NAME, "not_applicable", f"--against compares stored bytes with source "
                   f"files, but codec {manifest.codec!r} re-encoded them; use --deep instead")
         src = None
@@ -292,11 +279,11 @@ def _read_samples(root: str, manifest: Manifest, intact: set[str], index: Sample
                     name = index.path(number) if index is not None else f"{shard.path}#{j}"
                     if codec is not None:
                         try:
-                            codec.decode(payload)
-                        except Exception as err:  # noqa: BLE001 - decoders raise OSError, SyntaxError, ...
+                            with decoder_failures():
+                                codec.decode(payload)
+                        except UndecodableImage as err:
                             found.add(name, "decode_error", f"sample {number} ({name}, "
-                                      f"{shard.path} record {j}) does not decode: "
-                                      f"{type(err).__name__}: {err}")
+                                      f"{shard.path} record {j}) does not decode: {err}")
                         counts["checked"] += 1
                     if src is not None and _compare(src, name, payload, found):
                         counts["compared"] += 1
@@ -309,3 +296,11 @@ def _read_samples(root: str, manifest: Manifest, intact: set[str], index: Sample
             if done < shard.num_samples:
                 counts["skipped"] += shard.num_samples - done
                 bar.update(shard.num_samples - done)
+
+
+def _keeps_source_bytes(name: str) -> bool:
+    """Whether codec ``name`` stores the source bytes (False for one this packer lacks)."""
+    try:
+        return codec_class(name).keeps_source_bytes
+    except PackerError:
+        return False

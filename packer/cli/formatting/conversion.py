@@ -7,9 +7,10 @@ from collections import Counter
 from collections.abc import Sequence
 
 from packer.cli.formatting.listing import MAX_LISTED, append_listing
+from packer.conversion.array_run import TaskResult
 from packer.conversion.dryrun import ConversionPlan
 from packer.conversion.merging import MergeResult
-from packer.conversion.run import ConversionResult, TaskResult
+from packer.conversion.run import ConversionResult
 from packer.format.manifest import MANIFEST_NAME
 from packer.sizes import format_size
 

@@ -101,8 +101,7 @@ def format_sample_info(info: SampleInfo) -> str:
 
 def format_export(result: ExportResult) -> str:
     """Two or three lines for people: what was written, and what was not and why."""
-    fmt = {"jpeg": "the stored JPEG bytes, named .jpg", "pixels": "the pixels as lossless PNG, named .png"}
-    how = fmt.get(result.codec, "the original bytes at their original paths")
+    how = result.exported_as
     lines = [f"Exported {result.written} samples of {len(result.classes)} classes to {result.out} "
              f"({format_size(result.bytes_written)}, {result.seconds:.1f} s): {how}."]
     if result.renamed:

@@ -99,8 +99,8 @@ def format_demo(report: DemoReport) -> str:
     if report.speeds:
         loader = f"DataLoader(num_workers={report.workers}, batch_size={report.batch_size})"
         lines += ["", f"training-style loading: {loader}, RandomResizedCrop(224) + flip,",
-                  f"normalised float32 batches; median of {report.repeats} epochs, each row against the folder's "
-                  "standard pipeline in this run:",
+                  f"normalised float32 batches; median of {report.repeats} epochs, each row against "
+                  "the folder's standard pipeline in this run:",
                   f"  {'source':<8} {'pipeline':<10} {'cache':<6} {'images/s':>9} {'vs folder':>10}"]
         for row in report.speeds:
             lines.append(f"  {row.source:<8} {row.pipeline:<10} {row.cache:<6} {row.images_per_second:>9.0f} "

@@ -1,6 +1,6 @@
 """Run a conversion's shard tasks on Dask: an existing cluster, a local one, or Slurm/PBS jobs.
 
-Needs the ``dask`` extra (``pip install 'packer[dask]'``: ``distributed`` and ``dask-jobqueue``
+Needs the ``dask`` extra (``pip install 'packer-shards[dask]'``: ``distributed`` and ``dask-jobqueue``
 only); nothing here is imported by ``import packer``. Every Dask worker must see SRC and DST at
 the same paths (shared storage) and run the same packer.
 
@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
-from packer.cpus import available_cpus
 from packer.conversion.engines.executor import ExecutorEngine
+from packer.cpus import available_cpus
 from packer.errors import ConversionError, MissingExtraError
 
 __all__ = ["JOBQUEUE_KINDS", "DaskProgress", "dask_engine", "job_script", "jobqueue_cluster",
@@ -39,7 +39,7 @@ __all__ = ["JOBQUEUE_KINDS", "DaskProgress", "dask_engine", "job_script", "jobqu
 JOBQUEUE_KINDS: Final = ("slurm", "pbs")
 _SUBMIT: Final = {"slurm": "sbatch", "pbs": "qsub"}
 
-_INSTALL = "pip install 'packer[dask]'"
+_INSTALL = "pip install 'packer-shards[dask]'"
 
 
 def _distributed() -> Any:

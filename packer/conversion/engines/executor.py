@@ -22,7 +22,8 @@ from packer.conversion.engines.base import (
     task_error,
     task_key,
 )
-from packer.conversion.tasks import SegmentResult, ShardResult, Task, shard_of
+from packer.conversion.receipts import ShardResult
+from packer.conversion.tasks import SegmentResult, Task, shard_of
 from packer.errors import ConversionError, ConversionInterrupted
 
 __all__ = ["REPORT_EVERY", "ExecutorEngine", "execute_task"]

@@ -6,17 +6,15 @@ Backend modules are imported on first use, so ``import packer`` stays light.
 from __future__ import annotations
 
 import importlib
-from types import MappingProxyType
 
-from packer.format.backends.base import Backend, ShardReader, ShardWriter
 from packer.errors import UnknownNameError
+from packer.format.backends.base import Backend, ShardReader, ShardWriter
 
 __all__ = ["Backend", "ShardReader", "ShardWriter", "backend_names", "get_backend",
            "register_backend"]
 
 _KNOWN: dict[str, str] = {"hdf5": "packer.format.backends.hdf5", "lmdb": "packer.format.backends.lmdb"}
 _LOADED: dict[str, Backend] = {}
-LOADED = MappingProxyType(_LOADED)
 
 
 def backend_names() -> tuple[str, ...]:

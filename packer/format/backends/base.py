@@ -17,7 +17,7 @@ import os
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,3 +236,10 @@ class Backend:
     writer: type[ShardWriter]
     reader: type[ShardReader]
     description: str
+    #: The file size of one shard holding payloads of the given sizes (``--dry-run``'s
+    #: estimate); None when the backend cannot tell.
+    estimate: Callable[[Sequence[int]], int] | None = None
+
+    def estimate_shard_bytes(self, sizes: Sequence[int]) -> int | None:
+        """Estimated file size of one shard of payloads of ``sizes`` bytes, or None if unknown."""
+        return None if self.estimate is None else self.estimate(sizes)

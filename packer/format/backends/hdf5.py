@@ -26,8 +26,8 @@ from collections.abc import Sequence
 import h5py
 import numpy as np
 
-from packer.format.backends.base import Arena, Backend, ShardReader, ShardWriter
 from packer.errors import ShardError
+from packer.format.backends.base import Arena, Backend, ShardReader, ShardWriter
 
 __all__ = ["BACKEND", "HDF5ShardReader", "HDF5ShardWriter"]
 
@@ -220,10 +220,20 @@ class HDF5ShardReader(ShardReader):
         self._offsets = None
 
 
+# h5py's defaults: a 2 KiB metadata block, then the int64 offsets array and the contiguous blob.
+_METADATA_BYTES = 2048
+
+
+def estimate_shard_bytes(sizes: Sequence[int]) -> int:
+    """File size of one HDF5 shard holding payloads of ``sizes`` bytes."""
+    return _METADATA_BYTES + 8 * (len(sizes) + 1) + sum(sizes)
+
+
 BACKEND = Backend(
     name="hdf5",
     suffix=".h5",
     writer=HDF5ShardWriter,
     reader=HDF5ShardReader,
     description="one HDF5 file per shard: contiguous uint8 /blob plus int64 /offsets",
+    estimate=estimate_shard_bytes,
 )

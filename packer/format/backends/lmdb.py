@@ -21,24 +21,18 @@ so read-only and shared storage work and nothing is ever written next to the dat
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import lmdb
-import numpy as np
 
-from packer.format.backends.base import Arena, Backend, ShardReader, ShardWriter
 from packer.errors import ShardError
+from packer.format.backends.base import Backend, ShardWriter
+from packer.format.backends.lmdb_reader import LMDBShardReader, shard_key
 
-__all__ = ["BACKEND", "LMDBShardReader", "LMDBShardWriter"]
+__all__ = ["BACKEND", "LMDBShardReader", "LMDBShardWriter", "estimate_shard_bytes"]
 
 _BATCH_BYTES = 64 << 20
 _BATCH_RECORDS = 1000
-_PAGE = 4096
-
-
-def _key(index: int) -> bytes:
-    return index.to_bytes(8, "big")
 
 
 class LMDBShardWriter(ShardWriter):
@@ -72,7 +66,7 @@ class LMDBShardWriter(ShardWriter):
             try:
                 with self._env.begin(write=True) as txn:
                     for offset, payload in enumerate(self._batch):
-                        if not txn.put(_key(first + offset), payload, append=True):
+                        if not txn.put(shard_key(first + offset), payload, append=True):
                             raise ShardError(f"LMDB refused record {first + offset} in {self.path!r} "
                                              "(keys out of order); the shard is not usable.")
                 break
@@ -119,190 +113,35 @@ class LMDBShardWriter(ShardWriter):
                 os.unlink(leftover)
 
 
-def _map_base(path: str) -> int | None:
-    """Where this process mapped the LMDB file ``path`` (its offset-0 mapping), from
-    ``/proc/self/maps`` by device and inode; None when that cannot be told (not Linux)."""
-    try:
-        st = os.stat(path)
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                fields = line.split(maxsplit=5)
-                if len(fields) < 6 or int(fields[2], 16) != 0 or int(fields[4]) != st.st_ino:
-                    continue
-                major, minor = (int(part, 16) for part in fields[3].split(":"))
-                if (major, minor) == (os.major(st.st_dev), os.minor(st.st_dev)):
-                    return int(fields[0].split("-")[0], 16)
-    except (OSError, ValueError):
-        return None
-    return None
+# How py-lmdb's bundled liblmdb lays out one append-only shard, for size estimates: 4 KiB
+# pages, 2 meta pages; a leaf node is an 8-byte header + 8-byte key + the value (even-aligned,
+# plus a 2-byte slot); a node over _NODE_MAX moves its value to whole overflow pages and keeps
+# an 8-byte page number. Each commit after the first copies a root-to-leaf path.
+_PAGE = 4096
+_PAGE_HEADER = 16
+_NODE = 8 + 8
+_NODE_MAX = (((_PAGE - _PAGE_HEADER) // 2) & -2) - 2
+_BRANCH_FANOUT = (_PAGE - _PAGE_HEADER) // (_NODE + 2)
 
 
-class _Shard:
-    """A shard file open in this process: its environment, and a descriptor for ``pread``."""
-
-    def __init__(self, path: str) -> None:
-        # readahead stays on: LMDB still faults in the first page of every value (its header)
-        # through the map, and without readahead each fault is its own tiny read (measured on
-        # emulated shared storage: 0.38x of a folder without, 2.9x with).
-        self.env = lmdb.open(path, subdir=False, readonly=True, lock=False, readahead=True,
-                             meminit=False, max_spare_txns=1, max_dbs=0)
-        self.fd: int | None = None
-        self.base: int | None = None
-        try:
-            self.base = _map_base(path)
-            if self.base is not None:
-                self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            self.base = None
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-        self.env.close()
-
-
-class _SharedEnvironments:
-    """One read-only environment per shard file and process, shared by every reader of it.
-
-    py-lmdb 2.x and later refuse to open one path twice in a process, so two datasets over
-    the same directory (say one decoding, one with ``decode=False``) must share handles.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()  # re-entrant: __del__ may release during acquire
-        self._entries: dict[tuple[int, int], tuple[_Shard, int]] = {}
-
-    @staticmethod
-    def _identity(path: str) -> tuple[int, int]:
-        # py-lmdb's duplicate check is by file identity too: a file replaced at the same path
-        # (a re-conversion) gets its own environment, never a stale one.
-        try:
-            st = os.stat(path)
-        except OSError as err:
-            raise ShardError(f"Cannot open LMDB shard {path!r}: {err}") from err
-        return st.st_dev, st.st_ino
-
-    def acquire(self, path: str) -> tuple[_Shard, tuple[int, int]]:
-        key = self._identity(path)
-        with self._lock:
-            if key in self._entries:
-                shard, users = self._entries[key]
-                self._entries[key] = (shard, users + 1)
-                return shard, key
-            try:
-                shard = _Shard(path)
-            except lmdb.Error as err:
-                raise ShardError(f"Cannot open LMDB shard {path!r}: {err}. Check it with "
-                                 "`packer info`; re-convert if the file is damaged.") from err
-            self._entries[key] = (shard, 1)
-            return shard, key
-
-    def release(self, key: tuple[int, int]) -> None:
-        with self._lock:
-            shard, users = self._entries[key]
-            if users > 1:
-                self._entries[key] = (shard, users - 1)
-            else:
-                del self._entries[key]
-                shard.close()
-
-
-_SHARED = _SharedEnvironments()
-
-
-def _file_offset(shard: _Shard, value: memoryview) -> int | None:
-    """Where ``value`` (a view into the map) starts in the file, when that can be told."""
-    if shard.fd is None or shard.base is None:
-        return None
-    return int(np.frombuffer(value, dtype=np.uint8).ctypes.data) - shard.base  # no page touched
-
-
-def _copy(shard: _Shard, value: memoryview) -> bytes:
-    """The value's bytes: one ``pread`` of its range of the file when its offset is known.
-
-    A value is contiguous in the file (in its leaf page, or in consecutive overflow pages).
-    Copying it out of the memory map instead faults its pages in one by one (with readahead
-    around each fault); on a cold cache or shared storage (NFS, Lustre, FUSE) one read of the
-    exact range costs fewer round trips. Measured on the emulated shared storage of
-    ``scripts/bench_read.py`` with the page cache dropped: 1.23x of the folder against 1.00x
-    copying from the map; on a warm cache both are one copy.
-    """
-    offset = _file_offset(shard, value)
-    if offset is not None and shard.fd is not None:
-        data = os.pread(shard.fd, len(value), offset)
-        if len(data) == len(value):
-            return data
-    return bytes(value)
-
-
-def _copy_into(shard: _Shard, value: memoryview, slot: memoryview) -> None:
-    """:func:`_copy`, into ``slot`` (an arena's memory) instead of a new bytes object."""
-    offset = _file_offset(shard, value)
-    if offset is not None and shard.fd is not None and os.preadv(shard.fd, [slot], offset) == len(slot):
-        return
-    slot[:] = value
-
-
-class LMDBShardReader(ShardReader):
-    """Read one LMDB shard with a read-only, lock-free environment opened per process."""
-
-    _shard: _Shard | None = None
-    _identity: tuple[int, int] = (0, 0)
-
-    def _open(self) -> None:
-        self._shard, self._identity = _SHARED.acquire(self.path)
-
-    def _values(self, txn: lmdb.Transaction, indices: Sequence[int]) -> Iterator[memoryview]:
-        """Each value, looked up as it is wanted: a lookup faults in the value's first page
-        (with readahead around it), which the copy that follows then finds in the cache."""
-        for index in indices:
-            value = txn.get(_key(index))
-            if value is None:
-                raise ShardError(f"Sample {index} is missing from LMDB shard {self.path!r}: "
-                                 "the file is damaged or was replaced; re-convert it.")
-            yield memoryview(value)  # buffers=True: a view into the map already
-
-    def _open_shard(self) -> _Shard:
-        if self._shard is None:
-            raise ShardError(f"LMDB shard {self.path!r} is not open")
-        return self._shard
-
-    def _read_many(self, indices: Sequence[int]) -> list[bytes]:
-        shard = self._open_shard()
-        try:
-            with shard.env.begin(buffers=True) as txn:
-                return [_copy(shard, value) for value in self._values(txn, indices)]
-        except lmdb.Error as err:
-            raise ShardError(f"Reading LMDB shard {self.path!r} failed: {err}") from err
-
-    def _read_into(self, indices: Sequence[int], arena: Arena) -> list[memoryview]:
-        shard = self._open_shard()
-        views = []
-        try:
-            with shard.env.begin(buffers=True) as txn:
-                for value in self._values(txn, indices):
-                    slot = arena.take(len(value))
-                    _copy_into(shard, value, slot)
-                    views.append(slot)
-        except lmdb.Error as err:
-            raise ShardError(f"Reading LMDB shard {self.path!r} failed: {err}") from err
-        return views
-
-    def stored_count(self) -> int:
-        """Records in the environment's database (``stat()["entries"]``)."""
-        self._ensure_open()
-        if self._shard is None:
-            raise ShardError(f"LMDB shard {self.path!r} is not open")
-        try:
-            return int(self._shard.env.stat()["entries"])
-        except lmdb.Error as err:
-            raise ShardError(f"Reading LMDB shard {self.path!r} failed: {err}") from err
-
-    def _close(self) -> None:
-        if self._shard is not None:
-            self._shard = None
-            _SHARED.release(self._identity)
+def estimate_shard_bytes(sizes: Sequence[int]) -> int:
+    """Estimated file size of one LMDB shard holding values of ``sizes`` bytes."""
+    pages, leaves, used = 2, 0, _PAGE
+    for size in sizes:
+        node = _NODE + size
+        if node > _NODE_MAX:
+            pages += (_PAGE_HEADER - 1 + size) // _PAGE + 1
+            node = _NODE + 8
+        node += (node & 1) + 2
+        if used + node > _PAGE - _PAGE_HEADER:
+            leaves, used = leaves + 1, 0
+        used += node
+    depth, level = 1, leaves
+    while level > 1:
+        level = -(-level // _BRANCH_FANOUT)
+        pages, depth = pages + level, depth + 1
+    extra_commits = max(0, -(-len(sizes) // _BATCH_RECORDS) - 1)
+    return (pages + leaves + extra_commits * (depth + 1)) * _PAGE
 
 
 BACKEND = Backend(
@@ -311,4 +150,5 @@ BACKEND = Backend(
     writer=LMDBShardWriter,
     reader=LMDBShardReader,
     description="one LMDB environment file per shard, key = 8-byte big-endian local index",
+    estimate=estimate_shard_bytes,
 )

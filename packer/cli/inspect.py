@@ -1,4 +1,5 @@
-"""The ``packer`` commands that look at a dataset's samples: ``preview``, ``export``, ``show``.
+"""The ``packer`` commands that look at a finished dataset: ``info``, ``verify``, ``show``,
+``preview``, ``export``.
 
 Thin, like the rest of the command line (:mod:`packer.cli` registers them on its group, which
 turns packer's errors into one line and an exit code): parse, call one library function, print.
@@ -7,10 +8,11 @@ turns packer's errors into one line and an exit code): parse, call one library f
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
-__all__ = ["export_command", "preview", "show"]
+__all__ = ["export_command", "info", "preview", "show", "verify"]
 
 _CLASSES_HELP = ("Only these classes: names separated by commas, or the option repeated "
                  "[default: every class].")
@@ -105,3 +107,33 @@ def show(dst: str, index: int, out: str | None, as_json: bool) -> None:
     click.echo(json.dumps(info.to_dict(), indent=2) if as_json else format_sample_info(info))
     if out is not None and not as_json:
         click.echo(f"wrote {info.stored_bytes} bytes to {out}")
+
+
+@click.command()
+@click.argument("dst", type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
+def info(dst: str, as_json: bool) -> None:
+    """Show what the packed dataset DST holds: classes, shards, skipped files."""
+    from packer.cli.formatting import format_info
+    from packer.tools.info import dataset_info
+
+    summary = dataset_info(dst)
+    click.echo(json.dumps(summary, indent=2, sort_keys=True) if as_json else format_info(summary))
+
+
+@click.command()
+@click.argument("dst", type=click.Path(path_type=str))
+@click.option("--deep", is_flag=True, help="Also read and decode every sample; check counts and labels.")
+@click.option("--against", "src", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="Compare every sample byte for byte with its file in this source tree.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def verify(dst: str, deep: bool, src: str | None, as_json: bool, quiet: bool) -> None:
+    """Check that the dataset DST is whole: sizes and checksums of every file (exit 1 if not)."""
+    from packer.cli.formatting import format_verify
+    from packer.tools.verify import verify_dataset
+
+    report = verify_dataset(dst, deep=deep, against=src, progress=not quiet and not as_json)
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else format_verify(report))
+    if not report.ok:
+        sys.exit(1)

@@ -1,0 +1,188 @@
+"""``packer convert`` and ``packer merge``: parse the flags, build the options, call, print."""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import ExitStack
+from typing import Any
+
+import click
+
+from packer.conversion.engines.select import ENGINES
+from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
+from packer.format.backends import backend_names
+from packer.format.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, codec_class, codec_names
+from packer.sizes import parse_size
+
+__all__ = ["SizeType", "convert", "merge"]
+
+
+class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in click>=8.2
+    """A byte size such as ``512MB`` or ``1GiB``."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            return parse_size(value)
+        except ValueError as err:
+            self.fail(str(err), param, ctx)
+
+
+
+@click.command()
+@click.argument("src", type=click.Path(file_okay=False, path_type=str))
+@click.argument("dst", type=click.Path(path_type=str))
+@click.option("--to", "backend", type=click.Choice(backend_names()), required=True,
+              help="Storage backend of the shards.")
+@click.option("--shard-size", type=SizeType(), default=DEFAULT_SHARD_SIZE, show_default="1GiB",
+              help="Planned bytes per shard, e.g. 512MB or 1GiB.")
+@click.option("--codec", type=click.Choice(codec_names()), default="original", show_default=True,
+              help="How images are stored: 'original' keeps the source bytes untouched, 'jpeg' "
+                   "re-encodes, 'pixels' stores decoded RGB (no decode when reading).")
+@click.option("--resize", type=click.IntRange(min=1), default=None,
+              help="With --codec jpeg or pixels: shrink so the short side is this many pixels.")
+@click.option("--quality", type=click.IntRange(1, 100), default=None,
+              help="With --codec jpeg: JPEG quality [default: 90].")
+@click.option("--check", type=click.Choice(CHECK_LEVELS), default="full", show_default=True,
+              help="Prove each image readable: full decode, header only, or not at all.")
+@click.option("--max-pixels", type=click.IntRange(min=1), default=DEFAULT_MAX_PIXELS,
+              show_default=True, help="Skip images with more pixels as decompression_bomb.")
+@click.option("--strict", is_flag=True, help="Stop at the first bad file (exit 1) instead of skipping it.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace an existing packer dataset or interrupted conversion at DST.")
+@click.option("--resume", is_flag=True,
+              help="Finish an interrupted conversion, keeping its finished shards.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes writing shards [default: the usable CPUs].")
+@click.option("--dry-run", is_flag=True,
+              help="Print the class map, counts, extensions, size estimate and shard plan; write nothing.")
+@click.option("--include-hidden", is_flag=True,
+              help="Pack files and folders whose names start with '.' (ImageFolder does).")
+@click.option("--allow-empty", is_flag=True, help="Accept class folders without images.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+              help="Where shard tasks run: worker processes here, a Dask cluster, or Dask workers "
+                   "in Slurm/PBS jobs (dask, slurm, pbs need: pip install 'packer-shards[dask]').")
+@click.option("--scheduler", default=None,
+              help="--engine dask: a running scheduler (tcp://host:8786) whose workers see SRC and "
+                   "DST; without it a local cluster of --workers processes starts.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="--engine slurm/pbs: batch jobs to start.")
+@click.option("--partition", "--queue", "queue", default=None,
+              help="--engine slurm: partition; pbs: queue.")
+@click.option("--walltime", default=None, help="--engine slurm/pbs: job time limit, e.g. 02:00:00.")
+@click.option("--account", default=None, help="--engine slurm/pbs: account or project to charge.")
+@click.option("--job-cores", type=click.IntRange(min=1), default=4, show_default=True,
+              help="--engine slurm/pbs: cores per job (one worker process each).")
+@click.option("--job-memory", default="16GB", show_default=True,
+              help="--engine slurm/pbs: memory per job.")
+@click.option("--print-job-script", is_flag=True,
+              help="--engine slurm/pbs: print the batch script each job would run; submit nothing.")
+@click.option("--num-tasks", type=click.IntRange(min=1), default=None,
+              help="Array job: the number of tasks (read from Slurm when absent); each writes "
+                   "its share of the shards, then `packer merge DST` writes the manifest.")
+@click.option("--task-id", type=click.IntRange(min=0), default=None,
+              help="Array job: this task's id, from 0 (read from SLURM_ARRAY_TASK_ID or "
+                   "JOB_COMPLETION_INDEX when absent).")
+def convert(src: str, dst: str, **given: Any) -> None:
+    """Convert the ImageFolder tree SRC (SRC/<class>/<image>) into a packed dataset at DST."""
+    from packer.cli.formatting import format_conversion, format_plan, format_task
+    from packer.conversion.array_run import run_conversion_task
+    from packer.conversion.arrayjob import array_task
+    from packer.conversion.dryrun import dry_run
+    from packer.conversion.engines.select import open_engine
+    from packer.conversion.run import run_conversion
+
+    options = _options(given)
+    quiet, overwrite, resume = given["quiet"], given["overwrite"], given["resume"]
+    if given["dry_run"]:
+        plan = dry_run(src, options)
+        click.echo(json.dumps(plan.to_dict(), indent=2) if given["as_json"] else format_plan(plan))
+        return
+    if given["print_job_script"]:
+        click.echo(_job_script(given))
+        return
+    try:
+        task = array_task(given["task_id"], given["num_tasks"], os.environ)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
+    if task is not None and (overwrite or resume):
+        raise click.UsageError("Array tasks always keep finished shards and never overwrite: drop "
+                               "--overwrite/--resume (clear DST first to start again).")
+    with ExitStack() as stack:
+        try:
+            engine = stack.enter_context(open_engine(given["engine"], **_engine_options(given)))
+        except ValueError as err:
+            raise click.UsageError(str(err)) from None
+        if task is None:
+            summary = format_conversion(run_conversion(src, dst, options, overwrite=overwrite,
+                                                       resume=resume, engine=engine, progress=not quiet))
+        else:
+            if not quiet:
+                click.echo(f"task {task.task_id} of {task.num_tasks} (from {task.source})", err=True)
+            summary = format_task(run_conversion_task(src, dst, options, task_id=task.task_id,
+                                                      num_tasks=task.num_tasks, engine=engine,
+                                                      progress=not quiet))
+    if not quiet:
+        click.echo(summary)
+
+
+def _options(given: dict[str, Any]) -> ConversionOptions:
+    """The conversion options the flags ask for; --resize/--quality only where the codec takes them."""
+    codec = codec_class(given["codec"])
+    codec_options: dict[str, Any] = {}
+    for flag in ("resize", "quality"):
+        if given[flag] is None:
+            continue
+        if flag not in codec.takes:
+            takers = [name for name in codec_names() if flag in codec_class(name).takes]
+            why = (f" (the {codec.name} codec stores files untouched)" if codec.keeps_source_bytes
+                   else "")
+            raise click.UsageError(f"--{flag} needs " + " or ".join(f"--codec {name}" for name in takers)
+                                   + why + ".")
+        codec_options[flag] = given[flag]
+    return ConversionOptions(
+        to=given["backend"], shard_size=given["shard_size"], codec=codec.name,
+        codec_options=codec_options, check=given["check"], max_pixels=given["max_pixels"],
+        strict=given["strict"], include_hidden=given["include_hidden"],
+        allow_empty=given["allow_empty"])
+
+
+def _engine_options(given: dict[str, Any]) -> dict[str, Any]:
+    return {"workers": given["workers"], "scheduler": given["scheduler"], "jobs": given["jobs"],
+            "queue": given["queue"], "walltime": given["walltime"], "account": given["account"],
+            "cores": given["job_cores"], "memory": given["job_memory"]}
+
+
+def _job_script(given: dict[str, Any]) -> str:
+    from packer.conversion.engines.dask_cluster import job_script
+
+    if given["engine"] not in ("slurm", "pbs"):
+        raise click.UsageError("--print-job-script needs --engine slurm or --engine pbs.")
+    return job_script(given["engine"], queue=given["queue"], walltime=given["walltime"] or "01:00:00",
+                      cores=given["job_cores"], memory=given["job_memory"], account=given["account"])
+
+
+@click.command()
+@click.argument("dst", type=click.Path(path_type=str))
+@click.option("--no-verify", is_flag=True,
+              help="Trust the shards' sizes and receipts; do not hash them again.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
+def merge(dst: str, no_verify: bool, quiet: bool) -> None:
+    """Finish DST after array tasks: check every shard, then write the manifest.
+
+    Names the missing shard files and the tasks to run again (exit 1) when some are not
+    there; does nothing on a complete dataset.
+    """
+    from tqdm import tqdm
+
+    from packer.cli.formatting import format_merge
+    from packer.conversion.merging import merge as run_merge
+
+    with tqdm(desc="checking shards", unit="shard", disable=True if quiet else None) as bar:
+        result = run_merge(dst, verify=not no_verify, on_shard=lambda name: bar.update())
+    if not quiet:
+        click.echo(format_merge(result))

@@ -1,0 +1,119 @@
+"""Run one array task of a conversion: its share of the shards, and no manifest.
+
+Every task runs the same command with its own id; they may run at the same time, on different
+machines, into one DST on shared storage (see :mod:`packer.conversion.arrayjob` for where the
+id comes from, and :func:`packer.conversion.merging.merge` for the step that follows).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from packer.conversion.engines.base import Engine
+from packer.conversion.execution import choose_engine, write_error, write_shards
+from packer.conversion.job import plan_job
+from packer.conversion.merging import unwritten_shards
+from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
+from packer.conversion.plan import shards_of_task
+from packer.format.codecs import DEFAULT_MAX_PIXELS
+
+__all__ = ["TaskResult", "convert_task", "run_conversion_task"]
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What one array task did: its shards (written now or kept from an earlier attempt)."""
+
+    dst: str
+    task_id: int
+    num_tasks: int
+    shards: tuple[str, ...]
+    written: int
+    kept: int
+    samples: int
+    skipped: int
+    seconds: float
+    bytes_in: int
+    missing: tuple[str, ...]
+    already_complete: bool = False
+
+
+def convert_task(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    task_id: int,
+    num_tasks: int,
+    to: str,
+    shard_size: int | str = DEFAULT_SHARD_SIZE,
+    codec: str = "original",
+    codec_options: Mapping[str, Any] | None = None,
+    check: str = "full",
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    strict: bool = False,
+    workers: int | None = None,
+    engine: Engine | None = None,
+    include_hidden: bool = False,
+    allow_empty: bool = False,
+    is_valid_file: Callable[[str], bool] | None = None,
+    progress: bool = False,
+) -> TaskResult:
+    """Array task ``task_id`` of ``num_tasks``: write its share of the shards of ``dst``.
+
+    Every task runs the same command with its own id (ids from 0); they may run at the same
+    time, on different machines, into one DST on shared storage. Task ``I`` writes the shards
+    numbered ``I, I + N, I + 2N, ...`` (:func:`packer.conversion.plan.shards_of_task`), keeps those an
+    earlier attempt finished, and writes no manifest: run :func:`packer.merge` (``packer
+    merge DST``) once all tasks are done. The result equals a single :func:`convert`'s.
+    Options are as for :func:`convert`; there is no ``overwrite`` (clear DST first) and
+    resuming is implicit.
+
+    Raises:
+        ValueError: ``task_id`` is not in ``0 .. num_tasks - 1``.
+        ResumeError: DST holds another plan (other source, options or task count).
+        PackerError: everything :func:`packer.convert` raises.
+    """
+    options = ConversionOptions(to=to, shard_size=shard_size, codec=codec,
+                                codec_options=codec_options or {}, check=check, max_pixels=max_pixels,
+                                strict=strict, include_hidden=include_hidden, allow_empty=allow_empty,
+                                is_valid_file=is_valid_file)
+    return run_conversion_task(src, dst, options, task_id=task_id, num_tasks=num_tasks,
+                               workers=workers, engine=engine, progress=progress)
+
+
+def run_conversion_task(src: str | os.PathLike[str], dst: str | os.PathLike[str],
+                        options: ConversionOptions, *, task_id: int, num_tasks: int,
+                        workers: int | None = None, engine: Engine | None = None,
+                        progress: bool = False) -> TaskResult:
+    """:func:`convert_task` with its options already built: what the command line calls."""
+    started = time.perf_counter()
+    chosen = choose_engine(engine, workers)
+    if num_tasks < 1 or not 0 <= task_id < num_tasks:
+        raise ValueError(f"task id must be from 0 to {num_tasks - 1} for {num_tasks} tasks, not {task_id}")
+    job = plan_job(src, dst, options, overwrite=False, resume=True, num_tasks=num_tasks)
+    destination, plan = job.destination, job.plan
+    if job.state == "complete":
+        destination.ensure_complete(plan.fingerprint)  # or raise: a dataset of another plan
+        names = tuple(plan.shard_names[i] for i in shards_of_task(len(job.tasks), task_id, num_tasks))
+        return TaskResult(job.dst, task_id, num_tasks, names, 0, len(names), 0, 0,
+                          time.perf_counter() - started, 0, (), already_complete=True)
+    try:
+        staging, mine, kept = destination.claim(plan, task_id)
+    except OSError as err:
+        raise write_error(job.dst, err) from err
+    names = tuple(plan.shard_names[i] for i in mine)
+    todo = [job.tasks[i] for i in mine if i not in kept]
+    results = write_shards(job, todo, kept, staging, chosen, progress=progress)
+    shutil.rmtree(staging, ignore_errors=True)
+    missing = unwritten_shards(job.dst, plan)  # for the summary; merge checks them properly
+    written = {i: r for i, r in results.items() if i not in kept}
+    return TaskResult(job.dst, task_id, num_tasks, names, len(written), len(kept),
+                      sum(len(r.relpaths) for r in results.values()),
+                      sum(len(r.skipped) for r in results.values()), time.perf_counter() - started,
+                      sum(r.bytes_in for r in written.values()),
+                      tuple(plan.shard_names[i] for i in missing))

@@ -1,0 +1,93 @@
+"""Write planned shards on an engine, with one progress bar: the middle of every conversion."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from tqdm import tqdm
+
+from packer.conversion.engines.base import Engine, Progress
+from packer.conversion.engines.local import LocalEngine
+from packer.conversion.job import Job
+from packer.conversion.receipts import ShardResult
+from packer.conversion.scheduling import Collector, make_tasks
+from packer.conversion.tasks import ShardTask
+from packer.cpus import available_cpus
+from packer.errors import OutputError
+
+__all__ = ["choose_engine", "write_error", "write_shards"]
+
+
+class _ThreadlessTqdm(tqdm):  # type: ignore[misc]
+    """tqdm without its monitor thread: a thread would make workers start by (slow) spawn
+    instead of fork (see packer.conversion.engines.local); this bar does not need the monitor."""
+
+    monitor_interval = 0
+
+
+class _Bar:
+    """One progress bar for the run: it ends at the number of samples packed."""
+
+    def __init__(self, total: int, *, enabled: bool, desc: str) -> None:
+        self._bar = _ThreadlessTqdm(total=total, unit="img", disable=None if enabled else True,
+                                    desc=desc, dynamic_ncols=True)
+
+    def kept(self, result: ShardResult) -> None:
+        self._bar.total -= len(result.skipped)
+        self._bar.update(len(result.relpaths))
+
+    def progress(self, progress: Progress) -> None:
+        sign = -1 if progress.retracted else 1  # a task is redone: take back what it had counted
+        self._bar.total -= sign * progress.skipped
+        self._bar.update(sign * progress.packed)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def choose_engine(engine: Engine | None, workers: int | None) -> Engine:
+    """``engine``, or the local pool of ``workers`` processes (default: the usable CPUs).
+
+    Raises:
+        ValueError: ``workers`` below 1, or both given.
+    """
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    if engine is not None:
+        if workers is not None:
+            raise ValueError("give workers or an engine, not both (an engine has its own workers)")
+        return engine
+    return LocalEngine(workers or available_cpus())
+
+
+def write_shards(job: Job, todo: list[ShardTask], kept: dict[int, ShardResult], staging: str,
+                 engine: Engine, *, progress: bool) -> dict[int, ShardResult]:
+    """Write the ``todo`` shards on ``engine`` through ``staging``; all finished shards by number.
+
+    On any failure (Ctrl-C included) what workers left half-written in ``staging`` is deleted;
+    shards already renamed into DST stay for ``--resume``.
+    """
+    shard_tasks = [replace(task, staging=staging) for task in todo]
+    tasks = make_tasks(shard_tasks, engine.parallelism)
+    collect = Collector(tasks)
+    total = sum(len(task.items) for task in shard_tasks) + sum(
+        len(r.relpaths) + len(r.skipped) for r in kept.values())
+    bar = _Bar(total, enabled=progress, desc=f"packing {os.path.basename(job.src) or job.src}")
+    try:
+        for result in kept.values():
+            bar.kept(result)
+        engine.run(tasks, on_progress=bar.progress, on_result=collect)
+    except BaseException:
+        collect.abort()
+        job.destination.discard_staging(staging)
+        raise
+    finally:
+        bar.close()
+    return {**kept, **collect.shards}
+
+
+def write_error(dst: str, err: OSError) -> OutputError:
+    """The error for a DST that cannot be written at all (permissions, read-only)."""
+    return OutputError(f"Cannot write to {dst!r}: {err.strerror or err}. Choose a writable "
+                       "destination, or fix its permissions and run again.")

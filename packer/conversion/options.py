@@ -1,0 +1,105 @@
+"""What a conversion makes: :class:`ConversionOptions`, every choice that decides the output.
+
+Built and validated once (by :func:`packer.convert`'s keywords, or by the command line) and
+passed as one frozen value through planning, the dry run, array tasks and resume. How the run
+goes (``overwrite``, ``resume``, ``workers``, ``engine``, ``progress``) is not part of it: those
+never change the bytes written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from packer.format.backends import Backend, get_backend
+from packer.format.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, Codec, get_codec
+from packer.sizes import parse_size
+
+__all__ = ["DEFAULT_SHARD_SIZE", "ConversionOptions"]
+
+#: Planned bytes per shard unless told otherwise (1 GiB).
+DEFAULT_SHARD_SIZE: Final = 1 << 30
+
+
+@dataclass(frozen=True)
+class ConversionOptions:
+    """Every option that decides a conversion's output; validated when built.
+
+    Args:
+        to: Backend name, ``"lmdb"`` or ``"hdf5"``.
+        shard_size: Planned bytes per shard, as a number or text such as ``"512MB"``
+            (kept as a number of bytes).
+        codec: How images are stored: ``"original"`` (source bytes untouched), ``"jpeg"``
+            (re-encoded), ``"pixels"`` (decoded RGB).
+        codec_options: The codec's options: ``{"quality": 90, "resize": 256}`` for ``jpeg``,
+            ``{"resize": 256}`` for ``pixels``.
+        check: ``"full"`` decodes every image once, ``"header"`` only opens it, ``"none"``
+            trusts the files.
+        max_pixels: Images with more pixels are skipped as ``decompression_bomb``.
+        strict: Stop at the first file that cannot be packed instead of skipping it.
+        include_hidden: Pack names starting with ``.`` too (ImageFolder does; packer does not).
+        allow_empty: Accept class folders without images, as ImageFolder's ``allow_empty``.
+        is_valid_file: Replaces the extension check; receives each file's full path.
+
+    Raises:
+        UnknownNameError: ``to`` or ``codec`` is not registered, or the codec cannot take
+            ``codec_options``.
+        ValueError: ``shard_size``, ``check`` or ``max_pixels`` is out of range.
+    """
+
+    to: str
+    shard_size: int | str = DEFAULT_SHARD_SIZE
+    codec: str = "original"
+    codec_options: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    check: str = "full"
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    strict: bool = False
+    include_hidden: bool = False
+    allow_empty: bool = False
+    is_valid_file: Callable[[str], bool] | None = None
+    #: The registered backend ``to`` names.
+    backend: Backend = field(init=False, repr=False, compare=False)
+    #: The codec built from ``codec`` and ``codec_options``.
+    stored_as: Codec = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        backend = get_backend(self.to)
+        stored_as = get_codec(self.codec, self.codec_options)
+        if self.check not in CHECK_LEVELS:
+            raise ValueError(f"check must be one of {', '.join(CHECK_LEVELS)}, not {self.check!r}")
+        if self.max_pixels <= 0:
+            raise ValueError(f"max_pixels must be positive, not {self.max_pixels}")
+        settle = object.__setattr__  # a frozen dataclass normalises its own fields here only
+        settle(self, "shard_size", parse_size(self.shard_size))
+        settle(self, "codec_options", dict(self.codec_options or {}))
+        settle(self, "backend", backend)
+        settle(self, "stored_as", stored_as)
+
+    @property
+    def shard_bytes(self) -> int:
+        """``shard_size`` as a number of bytes."""
+        return int(self.shard_size)
+
+    @property
+    def scan_filter(self) -> str:
+        """How image files are recognised: ``"extensions"`` or ``"is_valid_file"``."""
+        return "is_valid_file" if self.is_valid_file is not None else "extensions"
+
+    def recorded(self) -> dict[str, Any]:
+        """The options as recorded in DST's plan (and fingerprinted): equal records, equal bytes."""
+        return {
+            "backend": self.backend.name, "codec": self.stored_as.name,
+            "codec_params": self.stored_as.params(), "check": self.check,
+            "max_pixels": self.max_pixels, "shard_size": self.shard_bytes,
+            "include_hidden": self.include_hidden, "allow_empty": self.allow_empty,
+            "filter": self.scan_filter,
+        }
+
+    def keywords(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`packer.convert` that build these options."""
+        return {"to": self.to, "shard_size": self.shard_bytes, "codec": self.codec,
+                "codec_options": dict(self.codec_options), "check": self.check,
+                "max_pixels": self.max_pixels, "strict": self.strict,
+                "include_hidden": self.include_hidden, "allow_empty": self.allow_empty,
+                "is_valid_file": self.is_valid_file}

@@ -1,0 +1,62 @@
+"""A finished shard's receipt: what it holds, left next to DST's shards until the manifest is written.
+
+A task writes ``DST/.receipts/<shard>.json`` after its shard is renamed into place. A shard file
+with a matching receipt is finished: ``--resume`` keeps it untouched, and ``packer merge`` builds
+the manifest from the receipts alone, without scanning the source again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+
+from packer.format.manifest import ShardEntry, SkippedFile
+
+__all__ = ["RECEIPTS_DIR", "ShardResult", "load_receipt", "receipt_path"]
+
+#: Where finished shards leave their receipts, under DST.
+RECEIPTS_DIR = ".receipts"
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """A finished shard: its manifest entry and the samples and skips it holds, in order."""
+
+    entry: ShardEntry
+    relpaths: tuple[str, ...]
+    targets: tuple[int, ...]
+    skipped: tuple[SkippedFile, ...]
+    bytes_in: int
+    fingerprint: str
+
+    def to_json(self) -> str:
+        """The receipt's text."""
+        return json.dumps(asdict(self), sort_keys=True) + "\n"
+
+
+def receipt_path(dst: str, name: str) -> str:
+    """Where shard ``name`` of ``dst`` leaves its receipt once finished."""
+    return os.path.join(dst, RECEIPTS_DIR, name + ".json")
+
+
+def load_receipt(dst: str, name: str) -> ShardResult | None:
+    """The receipt of a finished shard, or None when it is missing, damaged or not finished."""
+    try:
+        with open(receipt_path(dst, name), encoding="utf-8", errors="surrogateescape") as handle:
+            data = json.load(handle)
+        result = ShardResult(
+            entry=ShardEntry(**data["entry"]),
+            relpaths=tuple(data["relpaths"]),
+            targets=tuple(data["targets"]),
+            skipped=tuple(SkippedFile(**s) for s in data["skipped"]),
+            bytes_in=int(data["bytes_in"]),
+            fingerprint=str(data["fingerprint"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        finished = os.path.getsize(os.path.join(dst, name)) == result.entry.num_bytes
+    except OSError:
+        finished = False
+    return result if finished else None

@@ -1,0 +1,80 @@
+"""The output directory's lifecycle, in one object: states, refusals, start, claim, finish."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from imagetools import mixed_tree
+
+import packer
+from packer.conversion import Destination, DestinationState
+from packer.conversion.job import plan_job
+from packer.conversion.options import ConversionOptions
+from packer.errors import OutputError, OutputExistsError, ResumeError
+from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
+
+
+def test_states_are_told_apart_by_what_dst_holds(tmp_path: Path) -> None:
+    assert Destination(tmp_path / "absent").state is DestinationState.EMPTY
+    (tmp_path / "empty").mkdir()
+    assert Destination(tmp_path / "empty").state is DestinationState.EMPTY
+    (tmp_path / "file").write_text("x")
+    assert Destination(tmp_path / "file").state is DestinationState.FOREIGN
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / MANIFEST_NAME).write_text(json.dumps({"format": "something else"}))
+    assert Destination(other).state is DestinationState.FOREIGN  # a common file name, not ours
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    (partial / IN_PROGRESS_NAME).write_text("{}")
+    assert Destination(partial).state is DestinationState.PARTIAL
+    src = mixed_tree(tmp_path / "src", count=4)
+    packer.convert(src, tmp_path / "done", to="lmdb", workers=1)
+    assert Destination(tmp_path / "done").state is DestinationState.COMPLETE
+    assert Destination(tmp_path / "done").state == "complete"  # compares as its value too
+
+
+def test_check_refuses_and_touches_nothing(tmp_path: Path) -> None:
+    src = mixed_tree(tmp_path / "src", count=4)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(OutputExistsError, match="not empty"):
+        Destination(foreign).check(str(src), overwrite=False)
+    with pytest.raises(OutputError, match="will not delete or resume it"):
+        Destination(foreign).check(str(src), overwrite=True)
+    with pytest.raises(OutputError, match="inside the source"):
+        Destination(src / "inside").check(str(src), overwrite=False)
+    with pytest.raises(OutputError, match="not both"):
+        Destination(tmp_path / "new").check(str(src), overwrite=True, resume=True)
+    assert (foreign / "notes.txt").read_text() == "keep me"
+    assert not (tmp_path / "new").exists()
+
+
+def test_start_replaces_a_dataset_and_claim_agrees_on_one_plan(tmp_path: Path) -> None:
+    src = mixed_tree(tmp_path / "src", count=6)
+    dst = tmp_path / "dst"
+    packer.convert(src, dst, to="hdf5", workers=1)
+    job = plan_job(src, dst, ConversionOptions(to="hdf5"), overwrite=True, resume=False, num_tasks=None)
+    assert job.state is DestinationState.COMPLETE
+    staging, kept = job.destination.start(job.plan, keep=False)
+    assert kept == {} and Path(staging).is_dir() and not any(Path(staging).iterdir())
+    assert job.destination.state is DestinationState.PARTIAL  # manifest gone, marker there
+    assert not list(dst.glob("shard-*"))
+    assert job.destination.recorded_plan() == job.plan
+
+    arrays = tmp_path / "arrays"
+    options = ConversionOptions(to="lmdb", shard_size="4KB")
+    one = plan_job(src, arrays, options, overwrite=False, resume=True, num_tasks=2)
+    _, mine, _ = one.destination.claim(one.plan, 0)
+    _, theirs, _ = one.destination.claim(one.plan, 1)
+    assert sorted(mine + theirs) == list(range(len(one.plan.shard_names)))
+    other = plan_job(src, arrays, ConversionOptions(to="lmdb", shard_size="8KB"), overwrite=False,
+                     resume=True, num_tasks=2)
+    with pytest.raises(ResumeError, match="every array task must run the same command"):
+        other.destination.claim(other.plan, 0)
+    fewer = plan_job(src, arrays, options, overwrite=False, resume=True, num_tasks=3)
+    with pytest.raises(ResumeError, match="same --num-tasks"):
+        fewer.destination.claim(fewer.plan, 0)

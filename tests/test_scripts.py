@@ -1,0 +1,205 @@
+"""Every benchmark under scripts/ runs end to end on a tiny generated tree, so a refactor that
+breaks one fails here. Smoke tests: each script runs as users run it (its own process, from its
+file), with the smallest settings it has; the figures are not judged, only that the script
+finishes and reports what it says it reports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from imagetools import jpeg_bytes, write_tree
+
+import packer
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+
+
+def run_script(name: str, *args: object, cwd: Path, timeout: float = 150) -> subprocess.CompletedProcess[str]:
+    """Run ``scripts/<name>`` with this interpreter in ``cwd``; fail with its output unless it exits 0.
+
+    The checkout goes first on ``PYTHONPATH`` so that the script imports this working tree's
+    packer (as ``python scripts/x.py`` from the repository does), however packer is installed.
+    """
+    env = dict(os.environ)
+    paths = [str(ROOT), *(os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    command = [sys.executable, str(SCRIPTS / name), *(str(arg) for arg in args)]
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                            check=False)
+    assert result.returncode == 0, (f"{name} exited {result.returncode}\n--- stdout\n{result.stdout}"
+                                    f"\n--- stderr\n{result.stderr}")
+    return result
+
+
+def tiny_tree(root: Path, per_class: int = 6, classes: tuple[str, ...] = ("ant", "bee"),
+              broken: bool = False) -> Path:
+    """``per_class`` small JPEGs per class (48x40: the benchmarks' 224 crops upsample them)."""
+    spec: dict[str, Any] = {f"{cls}/{i:02d}.jpg": jpeg_bytes(48, 40, i + 10 * n)
+                            for n, cls in enumerate(classes) for i in range(per_class)}
+    if broken:
+        spec[f"{classes[-1]}/broken.jpg"] = b"not a jpeg"
+    return write_tree(root, spec)
+
+
+def json_after(text: str, opening: str = "{") -> Any:
+    """The JSON document that starts at the first line of ``text`` beginning with ``opening``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(opening))
+    return json.loads("\n".join(lines[start:]))
+
+
+def test_every_script_has_a_smoke_test() -> None:
+    source = Path(__file__).read_text(encoding="utf-8")
+    scripts = sorted(path.name for path in SCRIPTS.glob("*.py"))
+    assert scripts, f"no scripts found under {SCRIPTS}"
+    untested = [name for name in scripts if f'run_script("{name}"' not in source]
+    assert not untested, f"scripts without a smoke test in {Path(__file__).name}: {untested}"
+
+
+@pytest.mark.timeout(180)
+def test_bench_convert(tmp_path: Path) -> None:
+    src = tiny_tree(tmp_path / "src")
+    work = tmp_path / "work"
+    work.mkdir()
+    text = run_script("bench_convert.py", src, "--repeats", "1", "--workdir", work, cwd=tmp_path).stdout
+    assert "12 images" in text and "1 interleaved repeats" in text
+    assert re.search(r"case\s+images/s\s+MB/s\s+median s \(min-max\)", text), text
+    for case in ("tar cf + sync", "check none, workers 1", "check none, workers 2", "check full, workers 1",
+                 "check full, workers 2"):
+        assert re.search(rf"^  {re.escape(case)}\s+\d+\s+[\d.]+\s+[\d.]+ \(", text, re.M), (case, text)
+    assert re.search(r"--check none, 2 workers vs tar cf: [\d.]+x \(1 worker: [\d.]+x\)", text), text
+    assert re.search(r"--check full, 2 workers vs 1: +[\d.]+x", text), text
+
+    figures = json.loads(run_script("bench_convert.py", src, "--repeats", "1", "--workdir", work,
+                                    "--backend", "hdf5", "--json", cwd=tmp_path).stdout)
+    assert figures["backend"] == "hdf5" and figures["images"] == 12 and figures["repeats"] == 1
+    assert figures["cpus"] >= 1 and figures["source_bytes"] > 0
+    assert len(figures["cases"]) == 5
+    assert all(case["median_s"] > 0 and case["images_per_s"] > 0 for case in figures["cases"].values())
+    assert set(figures["ratios"]) == {"check_none_workers2_vs_tar", "check_none_workers1_vs_tar",
+                                      "check_full_workers2_vs_workers1"}
+    assert not list(work.iterdir())  # the temporary work directory is gone
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_bench_ffcv_runs_its_packer_cases_without_ffcv(tmp_path: Path) -> None:
+    if importlib.util.find_spec("ffcv") is not None:
+        pytest.skip("ffcv is importable here: this test covers the run without it")
+    src = tiny_tree(tmp_path / "src")
+    out = tmp_path / "figures.json"
+    # One case per kind of loader the script builds (ImageFolder, packer standard, packer fast
+    # path); each runs in a process of its own, so every case costs an interpreter and torch.
+    cases = ["folder", "packer-std", "packer-fast-pixels256"]
+    result = run_script("bench_ffcv.py", src, "--workdir", tmp_path / "work", "--reps", "1", "--epochs", "1",
+                        "--workers", "0", "--batch-size", "4", "--max-reruns", "0",
+                        "--cases", *cases, "ffcv-raw256", "--json", out, cwd=tmp_path, timeout=200)
+    assert "FFCV is not importable here, so its cases are skipped" in result.stderr
+    text = result.stdout
+    assert "failed" not in text, result.stdout + result.stderr
+    assert "1 reps x 1 epochs, 0 workers, batch 4" in text
+    assert "| case | images/s | vs folder | vs FFCV, equal pixels |" in text
+    for case in cases:
+        assert re.search(rf"^\| {re.escape(case)} \| [\d,]+ \(", text, re.M), (case, text)
+    assert "| ffcv" not in text
+    figures = json.loads(out.read_text())
+    assert sorted(figures["summary"]) == sorted(cases)
+    assert all(row["median"] > 0 and len(row["reps"]) == 1 for row in figures["summary"].values())
+    assert figures["summary"]["folder"]["vs_folder"] == 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_bench_fidelity(tmp_path: Path) -> None:
+    src = tiny_tree(tmp_path / "src")
+    result = run_script("bench_fidelity.py", src, "--limit", "4", "--size", "32", "--json", cwd=tmp_path)
+    figures = json_after(result.stdout)
+    assert set(figures) == {"default (auto)", "resampler=torch", "resampler=pil", "draft_gap=1",
+                            "no fast extra (pil decode, torch resize)"}
+    for name, row in figures.items():
+        assert row["images"] == 4, (name, row)
+        # The fast path stays close to torchvision's crops (about 40-80 dB here); a wrong box,
+        # flip or channel order falls to 10-20 dB.
+        assert math.isfinite(row["mad"]) and row["mad"] < 2, (name, row)
+        assert row["psnr"] > 30 and row["psnr_p1"] > 25, (name, row)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_bench_memory(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    result = run_script("bench_memory.py", "--samples", "64", "--classes", "2", "--shard-samples", "32",
+                        "--workers", "1", "--batch-size", "8", "--open-repeats", "1", "--workdir", work,
+                        cwd=tmp_path, timeout=200)
+    text = result.stdout
+    assert "packer bench_memory: 64 samples, 2 classes, backend lmdb, 1 workers" in text
+    assert "; 2 shards" in text
+    assert "verify       verify_dataset: ok" in text
+    assert re.search(r"open +median [\d.]+ m?s over 1 fresh processes", text), text
+    assert re.search(r"epoch 0 +[\d.]+ s, [\d,]+ samples/s", text), text
+    assert re.search(r"^  \d+ +[\d.]+ MB +[\d.]+ MB +[\d.]+ MB +[+-][\d.]+ MB", text, re.M), text  # a worker
+    assert not list(work.iterdir())  # the dataset is removed without --keep
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_bench_read_without_slowfs(tmp_path: Path) -> None:
+    # A broken file: the conversions skip it and the folder side must leave it out too, or the
+    # script refuses to compare sides of different sizes.
+    src = tiny_tree(tmp_path / "src", broken=True)
+    result = run_script("bench_read.py", src, "--workdir", tmp_path / "work", "--workers", "1",
+                        "--batch-size", "4", "--repeats", "1", "--json", cwd=tmp_path, timeout=200)
+    assert "skipping slowfs cases: no --slowfs given" in result.stderr
+    text = result.stdout
+    assert "workers=1 batch_size=4 repeats=1 limit=None" in text
+    assert re.search(r"^case +description +folder img/s +packed img/s +ratio +target +met\?", text, re.M)
+    ran = ["warm-std-lmdb", "warm-std-hdf5", "cold-std-lmdb", "cold-std-hdf5",
+           "fast-original", "fast-jpeg256", "fast-pixels256"]
+    for case in ran:
+        assert re.search(rf"^{case} .* [\d.]+x ", text, re.M), (case, text)
+    figures = json_after(text)
+    assert [row["case"] for row in figures["results"]] == ran
+    assert all(row["images"] == 12 and row["ratio"] > 0 for row in figures["results"])
+    assert figures["skipped"] and all(name.startswith("slowfs") for name in figures["skipped"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_bench_sampler(tmp_path: Path) -> None:
+    dst = tmp_path / "dst"
+    converted = packer.convert(tiny_tree(tmp_path / "src"), dst, to="lmdb", shard_size="2KB", workers=1)
+    shards = len(converted.manifest.shards)
+    assert shards > 2
+    result = run_script("bench_sampler.py", dst, "--epochs", "1", "--workers", "1", "--batch-size", "4",
+                        "--block-size", "2", "--window", "2", "--limit", "8", "--json", cwd=tmp_path)
+    report = json.loads(result.stdout)
+    assert report["backend"] == "lmdb" and report["shards"] == shards
+    assert report["samples_per_epoch"] == 8 and report["epochs"] == 1 and report["slowfs"] is False
+    assert set(report["sides"]) == {"random", "block"}
+    assert all(side["images_per_s"] > 0 for side in report["sides"].values())
+    assert report["speedup"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_bench_transforms(tmp_path: Path) -> None:
+    src = tiny_tree(tmp_path / "src")
+    text = run_script("bench_transforms.py", src, "--limit", "4", "--repeats", "1", "--batch", "2",
+                      "--size", "32", "--resize", "40", cwd=tmp_path).stdout
+    assert "4 images from" in text and "(median 48x40), output 32, batch 2, 1 interleaved repeats" in text
+    assert re.search(r"ms per image +worker +batch Normalize +all on CPU", text), text
+    for name in ("train standard", "train fast", "eval standard", "eval fast"):
+        assert re.search(rf"^  {name} +[\d.]+ +[\d.]+ +[\d.]+$", text, re.M), (name, text)
+    for kind in ("train", "eval"):
+        speedup = rf"{kind} speedup: [\d.]+x per worker \(Normalize on a GPU\), [\d.]+x all on the CPU"
+        assert re.search(speedup, text), text
