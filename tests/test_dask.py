@@ -114,6 +114,53 @@ def test_a_worker_killed_mid_task_is_retried_and_the_dataset_verifies(tmp_path: 
     assert dataset_snapshot(tmp_path / "dask") == dataset_snapshot(tmp_path / "local")
 
 
+def _crash_plugin(bad: bytes) -> Any:
+    """A worker plugin that makes the ``original`` codec's image check crash its process
+    (SIGSEGV) on the file with bytes ``bad``, in every worker, restarted ones too."""
+
+    class CrashOnFile(distributed.WorkerPlugin):
+        idempotent = True
+
+        def setup(self, worker: Any) -> None:
+            import faulthandler
+            import signal
+
+            from packer.format.codecs import original
+
+            check = original.check_image
+
+            def crashing(data: bytes, **kwargs: Any) -> None:
+                if data == bad:
+                    faulthandler.disable()
+                    os.kill(os.getpid(), signal.SIGSEGV)
+                check(data, **kwargs)
+
+            original.check_image = crashing  # type: ignore[assignment]
+
+    return CrashOnFile()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_decoder_crash_on_dask_is_pinned_to_its_file(tmp_path: Path) -> None:
+    """As on the local engine: the file is skipped as decode_error, the rest of its shard packed."""
+    src = mixed_tree(tmp_path / "src", count=12, broken=False)
+    victim = sorted(p for p in src.rglob("*") if p.is_file())[5]
+    relpath = victim.relative_to(src).as_posix()
+    # Its own cluster: workers that crash are restarted by their nannies, which takes a while.
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as local, \
+            distributed.Client(local.scheduler_address) as client:
+        client.register_plugin(_crash_plugin(victim.read_bytes()), name="crash-on-file")
+        with dask_engine(local.scheduler_address) as engine:
+            result = packer.convert(src, tmp_path / "dask", to="lmdb", engine=engine)
+    assert [(s.path, s.reason) for s in result.manifest.skipped] == [(relpath, "decode_error")]
+    assert "crashed the worker process" in result.manifest.skipped[0].detail
+    assert result.manifest.num_samples == 11
+    assert not list((tmp_path / "dask").glob(".tmp/.current-*"))
+    assert packer.verify_dataset(tmp_path / "dask", deep=True, against=src).ok
+
+
 @pytest.mark.slow
 def test_array_tasks_on_dask_then_merge_equal_a_local_run(tmp_path: Path, cluster: Any) -> None:
     src = mixed_tree(tmp_path / "src", count=30)

@@ -112,8 +112,9 @@ def test_a_lost_task_names_its_shard_and_the_way_on(tmp_path: Path, backend: Bac
 
 
 def test_execute_task_returns_failures_as_data(tmp_path: Path) -> None:
-    class Exploding:
-        shard = None
+    class Exploding:  # a stand-in ShardTask: no staging dir, so no crash breadcrumb
+        name = "shard-00000.lmdb"
+        staging = ""
 
         def run(self, notify: Callable[[str, str], None]) -> None:
             raise KeyError("a bug")

@@ -32,8 +32,16 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
 
 
 @click.command()
-@click.argument("src", type=click.Path(file_okay=False, path_type=str))
+@click.argument("src", type=click.Path(path_type=str))
 @click.argument("dst", type=click.Path(path_type=str))
+@click.option("--root", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="SRC is a list file: the folder its paths are relative to [default: the list's].")
+@click.option("--path-column", default=None,
+              help="A CSV or JSON Lines list: its image-path column [default: path, file_name, ...].")
+@click.option("--label-column", default=None,
+              help="A CSV or JSON Lines list: its label column [default: label, class, ...].")
+@click.option("--classes", "classes_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Integer labels: a file naming their classes, one per line (line i names label i).")
 @click.option("--to", "backend", type=click.Choice(backend_names()), required=True,
               help="Storage backend of the shards.")
 @click.option("--shard-size", type=SizeType(), default=DEFAULT_SHARD_SIZE, show_default="1GiB",
@@ -88,7 +96,12 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
               help="Array job: this task's id, from 0 (read from SLURM_ARRAY_TASK_ID or "
                    "JOB_COMPLETION_INDEX when absent).")
 def convert(src: str, dst: str, **given: Any) -> None:
-    """Convert the ImageFolder tree SRC (SRC/<class>/<image>) into a packed dataset at DST."""
+    """Convert SRC into a packed dataset at DST.
+
+    SRC is an ImageFolder tree (SRC/<class>/<image>), or a list file of images and labels:
+    plain text lines 'relative/path label', a CSV with a header, or JSON Lines (.csv, .jsonl);
+    paths relative to --root. Samples keep the list's order; its other columns are kept.
+    """
     from packer.cli.formatting import format_conversion, format_plan, format_task
     from packer.conversion.array_run import run_conversion_task
     from packer.conversion.arrayjob import array_task
@@ -148,7 +161,8 @@ def _options(given: dict[str, Any]) -> ConversionOptions:
         to=given["backend"], shard_size=given["shard_size"], codec=codec.name,
         codec_options=codec_options, check=given["check"], max_pixels=given["max_pixels"],
         strict=given["strict"], include_hidden=given["include_hidden"],
-        allow_empty=given["allow_empty"])
+        allow_empty=given["allow_empty"], root=given["root"], path_column=given["path_column"],
+        label_column=given["label_column"], classes_file=given["classes_file"])
 
 
 def _engine_options(given: dict[str, Any]) -> dict[str, Any]:

@@ -60,9 +60,12 @@ def preview(dst: str, out: str, per_class: int, classes: tuple[str, ...], seed: 
               help="At most this many samples per class, the first ones in dataset order.")
 @click.option("--overwrite", is_flag=True,
               help="Write into a non-empty OUT, replacing files of the same names; nothing is deleted.")
+@click.option("--as-list", is_flag=True,
+              help="A dataset converted from a list file: write its files at their listed paths "
+                   "and the list beside them, instead of class folders.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | None, overwrite: bool,
-                   quiet: bool) -> None:
+                   as_list: bool, quiet: bool) -> None:
     """Write DST back as an ImageFolder tree OUT/<class>/<image>.
 
     Codec original: the files are the source's, byte for byte, at their original relative
@@ -77,7 +80,7 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
 
     try:
         result = export_dataset(dst, out, classes=classes or None, limit=limit, overwrite=overwrite,
-                                progress=not quiet)
+                                as_list=as_list, progress=not quiet)
     except ValueError as err:
         raise click.UsageError(str(err)) from None
     if not quiet:

@@ -17,15 +17,17 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from packer.conversion.job import scan_source
 from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
+from packer.conversion.options import fspath_or_none as _path
 from packer.conversion.plan import planned_item_sizes, shard_name
 from packer.conversion.sharding import plan_shards
 from packer.format.manifest import estimate_manifest_bytes
 from packer.format.sample_index import estimate_index_bytes
-from packer.source.imagefolder import ScanReport, scan_imagefolder
+from packer.source.imagefolder import ScanReport
 
 __all__ = ["ConversionPlan", "PlannedShard", "dry_run", "plan_conversion"]
 
@@ -112,6 +114,10 @@ def plan_conversion(
     include_hidden: bool = False,
     allow_empty: bool = False,
     is_valid_file: Callable[[str], bool] | None = None,
+    root: str | os.PathLike[str] | None = None,
+    path_column: str | None = None,
+    label_column: str | None = None,
+    classes_file: str | os.PathLike[str] | None = None,
 ) -> ConversionPlan:
     """Scan ``src`` and plan its conversion to backend ``to`` as :func:`convert` would; write nothing.
 
@@ -126,7 +132,9 @@ def plan_conversion(
     """
     options = ConversionOptions(to=to, shard_size=shard_size, codec=codec,
                                 codec_options=codec_options or {}, include_hidden=include_hidden,
-                                allow_empty=allow_empty, is_valid_file=is_valid_file)
+                                allow_empty=allow_empty, is_valid_file=is_valid_file,
+                                root=_path(root), path_column=path_column, label_column=label_column,
+                                classes_file=_path(classes_file))
     return dry_run(src, options)
 
 
@@ -139,8 +147,11 @@ def dry_run(src: str | os.PathLike[str], options: ConversionOptions) -> Conversi
     codec_name = chosen_codec.name
     planned_size = options.shard_bytes
     include_hidden, allow_empty = options.include_hidden, options.allow_empty
-    index = scan_imagefolder(os.path.abspath(os.fspath(src)), is_valid_file=options.is_valid_file,
-                             allow_empty=True, include_hidden=include_hidden)
+    source = os.path.abspath(os.fspath(src))
+    if os.path.isfile(source):
+        index = scan_source(source, options)[1]
+    else:
+        index = scan_source(source, replace(options, allow_empty=True))[1]
     items = index.items
     sizes = [max(item.size, 0) for item in items]
     counts = [0] * len(index.classes)

@@ -15,9 +15,11 @@ from packer.conversion.plan import JobPlan, planned_item_sizes, scan_info, shard
 from packer.conversion.resume import plan_fingerprint, shard_fingerprint
 from packer.conversion.sharding import plan_shards
 from packer.conversion.tasks import ShardTask
+from packer.errors import SourceError
 from packer.source.imagefolder import FolderIndex, scan_imagefolder
+from packer.source.listfile import ListSource, scan_listfile
 
-__all__ = ["Job", "plan_job"]
+__all__ = ["Job", "plan_job", "scan_source"]
 
 
 @dataclass(frozen=True)
@@ -44,21 +46,57 @@ def plan_job(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: 
     Raises what :func:`packer.convert` raises before it writes anything.
     """
     src_path = os.path.abspath(os.fspath(src))
+    is_list = os.path.isfile(src_path)
+    root = (options.root or os.path.dirname(src_path)) if is_list else src_path
     destination = Destination(dst)
-    state = destination.check(src_path, overwrite=overwrite, resume=resume)
-    index = scan_imagefolder(src_path, is_valid_file=options.is_valid_file,
-                             allow_empty=options.allow_empty, include_hidden=options.include_hidden)
+    state = destination.check(root, overwrite=overwrite, resume=resume)
+    listed, index = scan_source(src_path, options)
     recorded = options.recorded()
-    fingerprint = plan_fingerprint(src_path, recorded, index)
+    fingerprint = plan_fingerprint(src_path, recorded, index,
+                                   listed.metadata if listed is not None else ())
     codec = options.stored_as
     plans = plan_shards(planned_item_sizes(index, codec), options.shard_bytes)
     names = tuple(shard_name(p.index, options.backend.suffix) for p in plans)
     items = [tuple((it.relpath, it.label, it.size) for it in index.items[p.start:p.stop]) for p in plans]
-    fingerprints = tuple(shard_fingerprint(p.index, recorded, items[p.index]) for p in plans)
+    identities = [tuple((it.relpath, it.label, it.size, it.mtime_ns) for it in index.items[p.start:p.stop])
+                  for p in plans]
+    metadata = [listed.metadata[p.start:p.stop] if listed is not None else () for p in plans]
+    fingerprints = tuple(shard_fingerprint(p.index, recorded, identities[p.index], metadata[p.index])
+                         for p in plans)
+    listing = None if listed is None else {
+        "list": listed.listfile, "format": listed.format, "root": index.root,
+        "path_column": listed.path_column, "label_column": listed.label_column,
+        "classes_file": listed.classes_file, "labels": "numbers" if listed.labels_are_numbers else "names",
+        "metadata_columns": list(listed.metadata_columns)}
     plan = JobPlan(src_path, recorded, fingerprint, len(index.items), tuple(index.classes),
-                   scan_info(index, options.scan_filter), names, fingerprints, num_tasks)
-    tasks = tuple(ShardTask(p.index, names[p.index], src_path, destination.path, "",
+                   scan_info(index, "list" if listed is not None else options.scan_filter), names,
+                   fingerprints, num_tasks, listing)
+    tasks = tuple(ShardTask(p.index, names[p.index], index.root, destination.path, "",
                             options.backend.name, codec, options.check, options.max_pixels,
-                            options.strict, p.planned_bytes, items[p.index], fingerprints[p.index])
+                            options.strict, p.planned_bytes, items[p.index], fingerprints[p.index],
+                            metadata[p.index], listed is not None)
                   for p in plans)
     return Job(src_path, destination, state, index, plan, tasks)
+
+
+def scan_source(src: str, options: ConversionOptions) -> tuple[ListSource | None, FolderIndex]:
+    """Scan SRC: a list file (:func:`~packer.source.listfile.scan_listfile`) or an ImageFolder tree.
+
+    Raises:
+        ValueError: ``is_valid_file`` for a list.
+        SourceError: list-only options for a tree; and see the two scanners.
+    """
+    if os.path.isfile(src):
+        if options.is_valid_file is not None:
+            raise ValueError("is_valid_file filters a folder tree; a list source packs what it lists "
+                             "(filter the list instead)")
+        listed = scan_listfile(src, root=options.root, path_column=options.path_column,
+                               label_column=options.label_column, classes_file=options.classes_file)
+        return listed, listed.index
+    if options.list_options:
+        flags = ", ".join("--" + name.replace("_", "-").replace("classes-file", "classes")
+                          for name in options.list_options)
+        raise SourceError(f"{flags} apply to a list file source, but {src!r} is a folder tree: give "
+                          "the list file as SRC, or drop the option(s).")
+    return None, scan_imagefolder(src, is_valid_file=options.is_valid_file,
+                                  allow_empty=options.allow_empty, include_hidden=options.include_hidden)

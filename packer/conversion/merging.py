@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib import metadata
+from typing import Any
 
 from packer.conversion.destination import Destination, DestinationState
 from packer.conversion.plan import JobPlan
@@ -51,10 +52,16 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult]) -> M
     shards: list[ShardEntry] = []
     relpaths: list[str] = []
     targets: list[int] = []
+    metadata: list[str] = []
     for result in results:
         shards.append(replace(result.entry, first=len(relpaths)))
         relpaths.extend(result.relpaths)
         targets.extend(result.targets)
+        metadata.extend(result.metadata)
+    listing = plan.listing
+    extra: dict[str, Any] = {"shard_size": plan.options["shard_size"], "plan_fingerprint": plan.fingerprint}
+    if listing is not None:
+        extra["list"] = listing
     counts = [0] * len(plan.classes)
     for target in targets:
         counts[target] += 1
@@ -68,13 +75,14 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult]) -> M
         classes=plan.classes,
         class_counts=tuple(counts),
         shards=tuple(shards),
-        sample_index=write_sample_index(dst, relpaths, targets),
+        sample_index=write_sample_index(
+            dst, relpaths, targets, metadata if listing and listing["metadata_columns"] else None),
         skipped=tuple(s for r in results for s in r.skipped),
         scan=plan.scan,
         source=plan.source,
         created_by=f"packer {packer_version()}",
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        extra={"shard_size": options["shard_size"], "plan_fingerprint": plan.fingerprint},
+        extra=extra,
     )
     manifest.save(dst)
     return manifest

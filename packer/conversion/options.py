@@ -8,6 +8,7 @@ never change the bytes written.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -16,10 +17,15 @@ from packer.format.backends import Backend, get_backend
 from packer.format.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, Codec, get_codec
 from packer.sizes import parse_size
 
-__all__ = ["DEFAULT_SHARD_SIZE", "ConversionOptions"]
+__all__ = ["DEFAULT_SHARD_SIZE", "ConversionOptions", "fspath_or_none"]
 
 #: Planned bytes per shard unless told otherwise (1 GiB).
 DEFAULT_SHARD_SIZE: Final = 1 << 30
+
+
+def fspath_or_none(path: str | os.PathLike[str] | None) -> str | None:
+    """``os.fspath(path)``, or None."""
+    return None if path is None else os.fspath(path)
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,12 @@ class ConversionOptions:
         include_hidden: Pack names starting with ``.`` too (ImageFolder does; packer does not).
         allow_empty: Accept class folders without images, as ImageFolder's ``allow_empty``.
         is_valid_file: Replaces the extension check; receives each file's full path.
+        root: A list source's root: the folder its paths are relative to (default: the list's).
+        path_column: A CSV or JSON Lines list's image-path column (default: the first of
+            ``path``, ``file_name``, ``filename``, ``file``, ``image``).
+        label_column: Its label column (default: the first of ``label``, ``class``,
+            ``target``, ``category``).
+        classes_file: Class names of integer labels, one per line (line ``i`` names label ``i``).
 
     Raises:
         UnknownNameError: ``to`` or ``codec`` is not registered, or the codec cannot take
@@ -58,6 +70,10 @@ class ConversionOptions:
     include_hidden: bool = False
     allow_empty: bool = False
     is_valid_file: Callable[[str], bool] | None = None
+    root: str | None = None
+    path_column: str | None = None
+    label_column: str | None = None
+    classes_file: str | None = None
     #: The registered backend ``to`` names.
     backend: Backend = field(init=False, repr=False, compare=False)
     #: The codec built from ``codec`` and ``codec_options``.
@@ -73,6 +89,10 @@ class ConversionOptions:
         settle = object.__setattr__  # a frozen dataclass normalises its own fields here only
         settle(self, "shard_size", parse_size(self.shard_size))
         settle(self, "codec_options", dict(self.codec_options or {}))
+        for name in ("root", "classes_file"):
+            value = getattr(self, name)
+            if value is not None:
+                settle(self, name, os.path.abspath(os.fspath(value)))
         settle(self, "backend", backend)
         settle(self, "stored_as", stored_as)
 
@@ -94,7 +114,15 @@ class ConversionOptions:
             "max_pixels": self.max_pixels, "shard_size": self.shard_bytes,
             "include_hidden": self.include_hidden, "allow_empty": self.allow_empty,
             "filter": self.scan_filter,
+            **({"list": self.list_options} if self.list_options else {}),
         }
+
+    @property
+    def list_options(self) -> dict[str, str]:
+        """The options that only apply to a list source, those that were given."""
+        given = {"root": self.root, "path_column": self.path_column,
+                 "label_column": self.label_column, "classes_file": self.classes_file}
+        return {key: value for key, value in given.items() if value is not None}
 
     def keywords(self) -> dict[str, Any]:
         """The keyword arguments of :func:`packer.convert` that build these options."""
@@ -102,4 +130,4 @@ class ConversionOptions:
                 "codec_options": dict(self.codec_options), "check": self.check,
                 "max_pixels": self.max_pixels, "strict": self.strict,
                 "include_hidden": self.include_hidden, "allow_empty": self.allow_empty,
-                "is_valid_file": self.is_valid_file}
+                "is_valid_file": self.is_valid_file, **self.list_options}

@@ -37,6 +37,8 @@ class JobPlan:
     shard_names: tuple[str, ...]
     shard_fingerprints: tuple[str, ...]
     num_tasks: int | None = None
+    #: A list source: its format, columns, root and classes file (None for a folder tree).
+    listing: dict[str, Any] | None = None
 
     def to_marker(self) -> dict[str, Any]:
         """The marker's JSON content (``shards`` and the rest kept for older readers)."""
@@ -59,7 +61,7 @@ class JobPlan:
                 classes=tuple(data["classes"]), scan=ScanInfo(**_tuples(data["scan"])),
                 shard_names=tuple(data["shard_names"]),
                 shard_fingerprints=tuple(data["shard_fingerprints"]),
-                num_tasks=data.get("num_tasks"))
+                num_tasks=data.get("num_tasks"), listing=data.get("listing"))
         except (KeyError, TypeError, ValueError):
             raise OutputError(f"The conversion in {dst!r} did not record its plan (it stopped before "
                               "writing anything, or an older packer started it): run the same "

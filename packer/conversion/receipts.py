@@ -29,6 +29,7 @@ class ShardResult:
     skipped: tuple[SkippedFile, ...]
     bytes_in: int
     fingerprint: str
+    metadata: tuple[str, ...] = ()  # per packed sample, a list source's other columns (JSON)
 
     def to_json(self) -> str:
         """The receipt's text."""
@@ -52,6 +53,7 @@ def load_receipt(dst: str, name: str) -> ShardResult | None:
             skipped=tuple(SkippedFile(**s) for s in data["skipped"]),
             bytes_in=int(data["bytes_in"]),
             fingerprint=str(data["fingerprint"]),
+            metadata=tuple(data.get("metadata", ())),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -1,17 +1,19 @@
 """What makes two conversions "the same run", so that ``resume`` can finish an interrupted one.
 
-A conversion records a fingerprint of its plan (source path, options, classes, and every
-source file's relative path, label and size) in its in-progress marker, and each finished
-shard records the fingerprint of its own inputs in its receipt. ``resume`` continues only when
-the plan is unchanged, keeps each shard whose receipt matches, and redoes the rest. (A file
-rewritten in place with the same size is not noticed here; ``packer verify --against SRC``
-compares bytes.)
+A conversion records a fingerprint of its plan (source path, options, classes, and every source
+file's relative path, label and size: what decides the shard boundaries) in its in-progress
+marker, and each finished shard records the fingerprint of its own inputs, each file's identity
+(path, label, size *and modification time*), in its receipt. ``resume`` continues only when the
+plan is unchanged, keeps each shard whose receipt matches, and redoes the rest: a file rewritten in
+place, even with the same size, changes its mtime and so its shard is written again. (Storage
+whose times cannot be trusted: ``packer verify --against SRC`` compares bytes.)
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from packer.errors import ResumeError
@@ -25,20 +27,28 @@ def _digest(payload: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def plan_fingerprint(src: str, options: dict[str, Any], index: FolderIndex) -> str:
-    """Identity of a conversion plan: equal fingerprints give equal datasets."""
-    return _digest({
+def plan_fingerprint(src: str, options: dict[str, Any], index: FolderIndex,
+                     metadata: Sequence[str] = ()) -> str:
+    """Identity of a conversion plan: equal fingerprints give equal datasets (``metadata``: a list
+    source's other columns, per item)."""
+    payload: dict[str, Any] = {
         "source": src,
         "options": options,
         "classes": index.classes,
         "items": [(item.relpath, item.label, item.size) for item in index.items],
-    })
+    }
+    if metadata:
+        payload["metadata"] = list(metadata)
+    return _digest(payload)
 
 
-def shard_fingerprint(index: int, options: dict[str, Any],
-                      items: tuple[tuple[str, int, int], ...]) -> str:
-    """Identity of a shard's inputs, kept in its receipt: same fingerprint, same shard bytes."""
-    return _digest({"index": index, "options": options, "items": items})
+def shard_fingerprint(index: int, options: dict[str, Any], items: tuple[tuple[str, int, int, int], ...],
+                      metadata: Sequence[str] = ()) -> str:
+    """Identity of a shard's inputs, kept in its receipt: same fingerprint, same shard (and receipt)."""
+    payload: dict[str, Any] = {"index": index, "options": options, "items": items}
+    if metadata:
+        payload["metadata"] = list(metadata)
+    return _digest(payload)
 
 
 def check_resumable(dst: str, marker: dict[str, Any], fingerprint: str, src: str,

@@ -27,6 +27,7 @@ from packer.conversion.execution import choose_engine, write_error, write_shards
 from packer.conversion.job import plan_job
 from packer.conversion.merging import build_manifest
 from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
+from packer.conversion.options import fspath_or_none as _path
 from packer.conversion.resume import check_resumable
 from packer.errors import OutputError
 from packer.format.codecs import DEFAULT_MAX_PIXELS
@@ -73,12 +74,17 @@ def convert(
     include_hidden: bool = False,
     allow_empty: bool = False,
     is_valid_file: Callable[[str], bool] | None = None,
+    root: str | os.PathLike[str] | None = None,
+    path_column: str | None = None,
+    label_column: str | None = None,
+    classes_file: str | os.PathLike[str] | None = None,
     progress: bool = False,
 ) -> ConversionResult:
-    """Pack the ImageFolder tree ``src`` into shards of backend ``to`` under ``dst``.
+    """Pack the ImageFolder tree (or list file) ``src`` into shards of backend ``to`` under ``dst``.
 
     Args:
-        src: Root of the tree, ``src/<class>/**/<image>``.
+        src: Root of the tree, ``src/<class>/**/<image>``; or a list file of images and labels
+            (plain text, CSV or JSON Lines; see :mod:`packer.source.listfile`).
         dst: New or empty directory (or an earlier packer dataset, with ``overwrite``).
         to: Backend name, ``"lmdb"`` or ``"hdf5"``.
         shard_size: Planned bytes per shard, as a number or text such as ``"512MB"``.
@@ -102,6 +108,12 @@ def convert(
         include_hidden: Pack names starting with ``.`` too (ImageFolder does; packer does not).
         allow_empty: Accept class folders without images, as ImageFolder's ``allow_empty``.
         is_valid_file: Replaces the extension check; receives each file's full path.
+        root: When ``src`` is a list file (:mod:`packer.source.listfile`): the folder its
+            paths are relative to (default: the list's).
+        path_column: A CSV or JSON Lines list's image-path column (default: ``path``,
+            ``file_name``, ...).
+        label_column: Its label column (default: ``label``, ``class``, ...).
+        classes_file: Class names of integer labels, one per line (line ``i`` names label ``i``).
         progress: Show a tqdm bar on stderr when it is a terminal.
 
     Raises:
@@ -118,7 +130,9 @@ def convert(
     options = ConversionOptions(to=to, shard_size=shard_size, codec=codec,
                                 codec_options=codec_options or {}, check=check, max_pixels=max_pixels,
                                 strict=strict, include_hidden=include_hidden, allow_empty=allow_empty,
-                                is_valid_file=is_valid_file)
+                                is_valid_file=is_valid_file, root=_path(root),
+                                path_column=path_column, label_column=label_column,
+                                classes_file=_path(classes_file))
     return run_conversion(src, dst, options, overwrite=overwrite, resume=resume, workers=workers,
                           engine=engine, progress=progress)
 

@@ -49,6 +49,8 @@ class ShardTask:
     planned_bytes: int
     items: tuple[tuple[str, int, int], ...]
     fingerprint: str
+    metadata: tuple[str, ...] = ()  # a list source's other columns per item (JSON), else empty
+    listed: bool = False  # the source is a list file: a listed file that is missing is skipped
     crashed: dict[str, str] = field(default_factory=dict)
 
     def run(self, notify: Notify) -> ShardResult:
@@ -66,6 +68,8 @@ def _pack_bytes(task: ShardTask, codec: Codec, relpath: str, size: int) -> bytes
     try:
         data = read_source(path)
     except FileNotFoundError as err:
+        if task.listed:
+            raise UnpackableFile("missing", f"listed, but there is no such file under {task.src!r}") from None
         raise SourceError(f"Source file {path!r} vanished during the conversion: restore it (or "
                           "re-plan with --overwrite), then run the same command with --resume.") from err
     except OSError as err:
@@ -86,14 +90,16 @@ class _Packed:
     skipped: list[SkippedFile] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     bytes_in: int = 0
+    metadata: list[str] = field(default_factory=list)
 
 
-def _pack_items(task: ShardTask, items: tuple[tuple[str, int, int], ...],
-                sink: Callable[[bytes], object], notify: Notify) -> _Packed:
-    """Read, check and encode ``items`` in order, handing each payload to ``sink``."""
+def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], object],
+                notify: Notify) -> _Packed:
+    """Read, check and encode items ``start:stop`` in order, handing each payload to ``sink``."""
     packed = _Packed()
     codec = task.codec
-    for relpath, label, size in items:
+    for position in range(start, stop):
+        relpath, label, size = task.items[position]
         notify("file", relpath)
         if relpath in task.crashed:
             bad = UnpackableFile("decode_error", task.crashed[relpath])
@@ -108,6 +114,8 @@ def _pack_items(task: ShardTask, items: tuple[tuple[str, int, int], ...],
                 packed.targets.append(label)
                 packed.sizes.append(len(payload))
                 packed.bytes_in += size
+                if task.metadata:
+                    packed.metadata.append(task.metadata[position])
                 notify("packed", relpath)
                 continue
         if task.strict:
@@ -138,7 +146,7 @@ def _publish(task: ShardTask, tmp_path: str, packed: _Packed) -> ShardResult:
     first = -1  # global numbering is only known once every earlier shard is done
     result = ShardResult(ShardEntry(task.name, first, len(packed.relpaths), num_bytes, checksum),
                          tuple(packed.relpaths), tuple(packed.targets), tuple(packed.skipped),
-                         packed.bytes_in, task.fingerprint)
+                         packed.bytes_in, task.fingerprint, tuple(packed.metadata))
     os.makedirs(os.path.join(task.dst, RECEIPTS_DIR), exist_ok=True)
     receipt = result.to_json().encode("utf-8", "surrogateescape")
     atomic_write_bytes(receipt_path(task.dst, task.name), receipt)
@@ -155,7 +163,7 @@ def write_shard(task: ShardTask, notify: Notify) -> ShardResult:
     """
     tmp_path = _temporary(task, "")
     with get_backend(task.backend).writer(tmp_path, capacity=max(task.planned_bytes, 1)) as writer:
-        packed = _pack_items(task, task.items, writer.write, notify)
+        packed = _pack_items(task, 0, len(task.items), writer.write, notify)
     return _publish(task, tmp_path, packed)
 
 
@@ -180,7 +188,7 @@ def write_segment(task: SegmentTask, notify: Notify) -> SegmentResult:
     path = _temporary(shard, f".segment-{task.segment:04d}")
     try:
         with open(path, "wb") as spill:
-            packed = _pack_items(shard, shard.items[task.start:task.stop], spill.write, notify)
+            packed = _pack_items(shard, task.start, task.stop, spill.write, notify)
     except BaseException:
         if os.path.exists(path):
             os.unlink(path)
@@ -232,6 +240,7 @@ class ShardAssembler:
         whole.skipped += part.skipped
         whole.sizes += part.sizes
         whole.bytes_in += part.bytes_in
+        whole.metadata += part.metadata
 
     def abort(self) -> None:
         """Drop the partial shard (the run failed elsewhere)."""

@@ -5,7 +5,10 @@ Layout inside DST (format version 1):
 * ``samples/targets.npy``: ``int64[N]``, the class index of each packed sample;
 * ``samples/path_offsets.npy``: ``int64[N+1]``; path ``i`` is ``paths.bin[o[i]:o[i+1]]``;
 * ``samples/paths.bin``: every relative path (POSIX separators) as UTF-8 with
-  ``surrogateescape``, so names that are not valid UTF-8 round-trip to the same bytes.
+  ``surrogateescape``, so names that are not valid UTF-8 round-trip to the same bytes;
+* only for a list source with columns besides path and label:
+  ``samples/metadata_offsets.npy`` and ``samples/metadata.bin``, each sample's other columns as
+  one JSON object, cut the same way.
 
 Readers memory-map these files lazily, so a million samples cost every DataLoader worker
 almost nothing (no Python list per worker: the copy-on-read growth of pytorch issue 13246).
@@ -15,21 +18,27 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
 from packer.format.durable import atomic_write_bytes
 from packer.format.manifest import FileEntry
 
-__all__ = ["INDEX_FILES", "SampleIndex", "estimate_index_bytes", "write_sample_index"]
+__all__ = ["INDEX_FILES", "METADATA_FILES", "SampleIndex", "estimate_index_bytes", "write_sample_index"]
 
 INDEX_FILES: Final[dict[str, str]] = {
     "targets": "samples/targets.npy",
     "path_offsets": "samples/path_offsets.npy",
     "paths": "samples/paths.bin",
+}
+#: Only for list sources: each sample's other columns, one JSON object per sample, cut the same way.
+METADATA_FILES: Final[dict[str, str]] = {
+    "metadata_offsets": "samples/metadata_offsets.npy",
+    "metadata": "samples/metadata.bin",
 }
 
 #: The header numpy writes before an array in a ``.npy`` file (format 1.0, padded to 128).
@@ -42,23 +51,35 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def write_sample_index(root: str, relpaths: Sequence[str], targets: Sequence[int]) -> dict[str, FileEntry]:
-    """Write the three sample-index files under ``root`` durably; return their manifest entries."""
-    encoded = [p.encode("utf-8", "surrogateescape") for p in relpaths]
+def _cut(strings: Sequence[str]) -> tuple[bytes, bytes]:
+    """``(int64 offsets as .npy, the UTF-8 strings back to back)``: string ``i`` is
+    ``blob[offsets[i]:offsets[i + 1]]``."""
+    encoded = [s.encode("utf-8", "surrogateescape") for s in strings]
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    contents = {
-        "targets": _npy_bytes(np.asarray(targets, dtype=np.int64)),
-        "path_offsets": _npy_bytes(offsets),
-        "paths": b"".join(encoded),
-    }
+    return _npy_bytes(offsets), b"".join(encoded)
+
+
+def write_sample_index(root: str, relpaths: Sequence[str], targets: Sequence[int],
+                       metadata: Sequence[str] | None = None) -> dict[str, FileEntry]:
+    """Write the sample-index files under ``root`` durably; return their manifest entries.
+
+    ``metadata`` (a list source's other columns, one JSON object per sample) adds two files.
+    """
+    path_offsets, paths = _cut(relpaths)
+    contents = {"targets": _npy_bytes(np.asarray(targets, dtype=np.int64)),
+                "path_offsets": path_offsets, "paths": paths}
+    names = dict(INDEX_FILES)
+    if metadata is not None:
+        contents["metadata_offsets"], contents["metadata"] = _cut(metadata)
+        names.update(METADATA_FILES)
     os.makedirs(os.path.join(root, "samples"), exist_ok=True)
     entries: dict[str, FileEntry] = {}
     for name, data in contents.items():
-        path = os.path.join(root, INDEX_FILES[name])
+        path = os.path.join(root, names[name])
         atomic_write_bytes(path, data)
         # Hash the bytes in hand: atomic_write_bytes fsynced exactly these to disk.
-        entries[name] = FileEntry(INDEX_FILES[name], len(data), hashlib.sha256(data).hexdigest())
+        entries[name] = FileEntry(names[name], len(data), hashlib.sha256(data).hexdigest())
     return entries
 
 
@@ -77,10 +98,11 @@ class SampleIndex:
         self._targets: np.ndarray | None = None
         self._offsets: np.ndarray | None = None
         self._paths: np.ndarray | None = None
+        self._metadata: tuple[np.ndarray, np.ndarray] | None = None
 
     def _map(self, name: str) -> np.ndarray:
-        path = os.path.join(self.root, INDEX_FILES[name])
-        if name == "paths":
+        path = os.path.join(self.root, INDEX_FILES.get(name) or METADATA_FILES[name])
+        if name in ("paths", "metadata"):
             if os.path.getsize(path) == 0:
                 return np.zeros(0, dtype=np.uint8)
             return np.memmap(path, dtype=np.uint8, mode="r")
@@ -126,6 +148,23 @@ class SampleIndex:
             wrong.append(("path_offsets", f"offsets do not cut the {paths_size} bytes of paths.bin "
                                           "in order"))
         return wrong
+
+    @property
+    def has_metadata(self) -> bool:
+        """Whether the dataset came from a list file with columns besides path and label."""
+        return os.path.exists(os.path.join(self.root, METADATA_FILES["metadata"]))
+
+    def metadata(self, index: int) -> dict[str, Any]:
+        """Sample ``index``'s other list columns (``{}`` when there are none), parsed on demand:
+        nothing is held per sample in memory."""
+        if self._metadata is None:
+            if not self.has_metadata:
+                return {}
+            self._metadata = (self._map("metadata_offsets"), self._map("metadata"))
+        offsets, blob = self._metadata
+        start, stop = int(offsets[index]), int(offsets[index + 1])
+        value: dict[str, Any] = json.loads(bytes(blob[start:stop]).decode("utf-8", "surrogateescape"))
+        return value
 
     def __getstate__(self) -> dict[str, object]:
         return {"root": self.root, "num_samples": self.num_samples}

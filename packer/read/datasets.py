@@ -154,6 +154,13 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         """Class index per sample; ``np.asarray(ds.targets)`` is fast."""
         return _TargetsView(self._index.targets)
 
+    @property
+    def metadata(self) -> Sequence[dict[str, Any]]:
+        """Per sample, the list file's other columns (``{}`` each for a folder tree or a list of
+        only paths and labels). A read-only list-like view: each row is parsed when asked for,
+        from a memory-mapped file, so no worker holds them as Python objects."""
+        return _ListView(len(self), self._index.metadata)
+
     def __len__(self) -> int:
         return self._shards.manifest.num_samples
 

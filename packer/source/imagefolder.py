@@ -44,13 +44,15 @@ IMG_EXTENSIONS: Final[tuple[str, ...]] = (
 class SourceItem:
     """One image file found in the tree; nothing has been read from it yet.
 
-    ``relpath`` is the POSIX path relative to the root (``"cat/sub/0001.jpg"``); ``size`` is
-    the size of the file a symlink points to, or -1 when it cannot be stat'ed.
+    ``relpath`` is the POSIX path relative to the root (``"cat/sub/0001.jpg"``); ``size`` and
+    ``mtime_ns`` are those of the file a symlink points to, or -1 when it cannot be stat'ed.
+    ``(relpath, size, mtime_ns)`` is the file's identity: ``resume`` redoes a shard when it changes.
     """
 
     relpath: str
     label: int
     size: int
+    mtime_ns: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,11 +158,13 @@ def _relpath(path: str, root: str) -> str:
     return os.path.relpath(path, root).replace(os.sep, "/")
 
 
-def _file_size(path: str) -> int:
+def _file_identity(path: str) -> tuple[int, int]:
+    """Size and modification time (ns) of the file at ``path``; ``(-1, -1)`` if it cannot be stat'ed."""
     try:
-        return os.stat(path).st_size
+        status = os.stat(path)
     except OSError:
-        return -1
+        return -1, -1
+    return status.st_size, status.st_mtime_ns
 
 
 def scan_imagefolder(
@@ -206,7 +210,7 @@ def scan_imagefolder(
             for fname in fnames:
                 path = os.path.join(dirpath, fname)
                 if keep(path):
-                    items.append(SourceItem(_relpath(path, top), label, _file_size(path)))
+                    items.append(SourceItem(_relpath(path, top), label, *_file_identity(path)))
                     class_items += 1
                 else:
                     other_files += 1

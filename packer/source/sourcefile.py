@@ -11,6 +11,7 @@ The reason codes are part of the manifest format (``skipped[].reason``):
 ``truncated``         the image data ends early
 ``decompression_bomb`` width x height is over the pixel limit (``max_pixels``)
 ``decode_error``      any other failure to decode the image
+``missing``           a list file names it, but there is no such file under the root
 ===================== =======================================================================
 """
 
@@ -25,7 +26,7 @@ __all__ = ["SKIP_REASONS", "UnpackableFile", "read_source"]
 
 SKIP_REASONS: Final[tuple[str, ...]] = (
     "empty_file", "broken_symlink", "permission_denied", "not_a_regular_file",
-    "not_an_image", "truncated", "decompression_bomb", "decode_error",
+    "not_an_image", "truncated", "decompression_bomb", "decode_error", "missing",
 )
 
 

@@ -46,6 +46,7 @@ from packer.format.codecs import Codec, ExportFormat, get_codec
 from packer.format.sample_index import SampleIndex
 from packer.format.shardset import ShardSet
 from packer.source.imagecheck import decoder_failures
+from packer.tools.export_list import list_text
 from packer.tools.selection import class_members, pick_samples, select_classes
 
 __all__ = ["ExportResult", "export_dataset"]
@@ -87,13 +88,16 @@ def _file_names(relpaths: Sequence[str], fmt: ExportFormat) -> list[str]:
     return names
 
 
-def _check_relpath(relpath: str, class_name: str) -> None:
-    """A path inside its class folder, so nothing is written outside OUT or under another label."""
+def _check_relpath(relpath: str, class_name: str | None) -> None:
+    """A path inside its class folder (inside the root, for a list source: ``class_name`` None),
+    so nothing is written outside OUT or under another label."""
     parts = PurePosixPath(relpath).parts
-    if (len(parts) < 2 or relpath.startswith("/") or ".." in parts or parts[0] != class_name
-            or "\\" in relpath):
-        raise ManifestError(f"Sample path {relpath!r} is not a file inside its class folder "
-                            f"{class_name!r}: the sample index is damaged (packer verify --deep).")
+    inside = (len(parts) >= (1 if class_name is None else 2) and not relpath.startswith("/")
+              and ".." not in parts and "\\" not in relpath)
+    if not inside or (class_name is not None and parts[0] != class_name):
+        where = "inside the list's root" if class_name is None else f"inside its class folder {class_name!r}"
+        raise ManifestError(f"Sample path {relpath!r} is not a file {where}: the sample index is "
+                            "damaged (packer verify --deep).")
 
 
 def _inside(inner: str, outer: str) -> bool:
@@ -188,6 +192,7 @@ def export_dataset(
     classes: Iterable[str] | None = None,
     limit: int | None = None,
     overwrite: bool = False,
+    as_list: bool = False,
     progress: bool = False,
 ) -> ExportResult:
     """Write the packed dataset ``dst`` as an ImageFolder tree at ``out`` (see the module docstring).
@@ -198,6 +203,9 @@ def export_dataset(
         classes: Class names to export (items may be comma-separated lists); ``None``: all.
         limit: At most this many samples per class, the first ones in dataset order.
         overwrite: Write into a non-empty ``out``, replacing files of the same names only.
+        as_list: For a dataset converted from a list file: write its files at their listed
+            paths and the list beside them (:mod:`packer.tools.export_list`), instead of a tree
+            of class folders (where a listed file lands at ``<class>/<listed path>``).
         progress: Draw a progress bar.
 
     Raises:
@@ -206,27 +214,41 @@ def export_dataset(
         OutputExistsError: ``out`` is not empty and ``overwrite`` is off.
         OutputError: ``out`` is not allowed (see above) or cannot be written.
         UnknownNameError: a class the dataset lacks, or a codec packer cannot export.
-        ValueError: ``limit`` below 1, or no class named.
+        ValueError: ``limit`` below 1, no class named, or ``as_list`` for a folder tree's dataset.
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
     started = time.perf_counter()
     shards = ShardSet(dst)
     manifest = shards.manifest
+    listing = manifest.extra.get("list")
+    if as_list and listing is None:
+        raise ValueError(f"{shards.root!r} was converted from a folder tree, not a list file: export "
+                         "it as a tree (without --as-list)")
     codec = get_codec(manifest.codec, manifest.codec_params)
     fmt = codec.export_format()
     top = os.path.abspath(os.fspath(out))
-    _check_out(top, shards.root, manifest.source, overwrite=overwrite)
+    _check_out(top, shards.root, listing["root"] if listing else manifest.source, overwrite=overwrite)
     class_ids = select_classes(manifest.classes, classes)
     index = SampleIndex(shards.root, manifest.num_samples)
     chosen = _selected(shards, index, class_ids, limit)
     relpaths = [index.path(i) for i in chosen]
     for i, relpath in zip(chosen, relpaths, strict=True):
-        _check_relpath(relpath, manifest.classes[int(index.targets[i])])
+        _check_relpath(relpath, None if listing else manifest.classes[int(index.targets[i])])
+    if listing and not as_list:
+        relpaths = [f"{manifest.classes[int(index.targets[i])]}/{p}" for i, p in zip(chosen, relpaths,
+                                                                                    strict=True)]
     names = _file_names(relpaths, fmt)
+    folders = [] if as_list else [manifest.classes[c] for c in class_ids]
     try:
-        written = _write_all(shards, top, [manifest.classes[c] for c in class_ids], chosen, names, codec,
-                             progress=progress)
+        written = _write_all(shards, top, folders, chosen, names, codec, progress=progress)
+        if as_list and listing is not None:
+            numbers = listing.get("labels") == "numbers"
+            labels = [int(index.targets[i]) if numbers else manifest.classes[int(index.targets[i])]
+                      for i in chosen]
+            list_name, text = list_text(listing, names, labels, [index.metadata(i) for i in chosen])
+            _write_file(os.path.join(top, list_name), text.encode("utf-8", "surrogateescape"))
+            written += len(text.encode("utf-8", "surrogateescape"))
     finally:
         shards.close()
     return ExportResult(

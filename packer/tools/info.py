@@ -18,7 +18,9 @@ def dataset_info(root: str | os.PathLike[str]) -> dict[str, Any]:
     """
     path = os.path.abspath(os.fspath(root))
     manifest = Manifest.load(path)
+    listing = {"list": manifest.extra["list"]} if "list" in manifest.extra else {}
     return {
+        **listing,
         "path": path,
         "format_version": manifest.format_version,
         "created_by": manifest.created_by,

@@ -128,7 +128,9 @@ def _open_index(root: str, manifest: Manifest, intact: set[str], found: Findings
 
 
 def _check_labels(manifest: Manifest, index: SampleIndex, found: Findings) -> None:
-    """Targets in range, per-class counts as the manifest says, paths under their class folder."""
+    """Targets in range, per-class counts as the manifest says, paths under their class folder
+    (inside the root, for a list source: its labels do not come from folders)."""
+    listed = "list" in manifest.extra
     classes = manifest.classes
     targets = np.asarray(index.targets)
     valid = (targets >= 0) & (targets < len(classes))
@@ -141,7 +143,10 @@ def _check_labels(manifest: Manifest, index: SampleIndex, found: Findings) -> No
                   f"manifest says {list(manifest.class_counts)}")
     for i in np.flatnonzero(valid):
         path, cls = index.path(int(i)), classes[int(targets[i])]
-        if not _safe_relpath(path) or not path.startswith(cls + "/"):
+        if listed and not _safe_relpath(path):
+            found.add(path, "label_error", f"sample {i} is {path!r}, which is not a path inside "
+                      "the list's root")
+        elif not listed and (not _safe_relpath(path) or not path.startswith(cls + "/")):
             found.add(path, "label_error", f"sample {i} is {path!r}, which is not in the folder "
                       f"of its class {cls!r}")
 
@@ -193,7 +198,7 @@ def verify_dataset(
     """
     top = os.path.abspath(os.fspath(root))
     manifest = Manifest.load(top)
-    src = None if against is None else os.path.abspath(os.fspath(against))
+    src = None if against is None else _source_root(os.path.abspath(os.fspath(against)), manifest)
     if src is not None and not os.path.isdir(src):
         raise SourceNotFoundError(f"Source {src!r} is not a directory: give the SRC the dataset "
                                   "was converted from.")
@@ -304,3 +309,14 @@ def _keeps_source_bytes(name: str) -> bool:
         return codec_class(name).keeps_source_bytes
     except PackerError:
         return False
+
+
+def _source_root(against: str, manifest: Manifest) -> str:
+    """The folder the stored paths are relative to: SRC itself, or, when SRC is the dataset's list
+    file, the root it was converted with (another list file: its own directory)."""
+    if not os.path.isfile(against):
+        return against
+    listing = manifest.extra.get("list") or {}
+    if listing.get("list") == against and listing.get("root"):
+        return str(listing["root"])
+    return os.path.dirname(against)

@@ -27,6 +27,7 @@ def format_info(info: dict[str, Any]) -> str:
         f"  backend {info['backend']}, codec {info['codec']}, check {info['check']}, "
         f"format v{info['format_version']}, {info['created_by']} at {info['created_at']}",
         f"  source  {info['source']}",
+        *_list_lines(info.get("list")),
         f"  samples {info['num_samples']} in {info['num_classes']} classes, "
         f"{len(info['shards'])} shard(s), {format_size(info['num_bytes'])}",
         f"  skipped {len(info['skipped'])}",
@@ -129,3 +130,14 @@ def format_sheet(sheet: ContactSheet, out: str | os.PathLike[str]) -> str:
                      f"run packer verify {sheet.root} --deep")
     return "\n".join(lines)
 
+
+def _list_lines(listing: dict[str, Any] | None) -> list[str]:
+    """How a list source was read (nothing for a folder tree)."""
+    if not listing:
+        return []
+    lines = [f"  list    {listing['list']} ({listing['format']}, root {listing['root']})"]
+    if listing["format"] != "text":
+        lines.append(f"  columns path {listing['path_column']!r}, label {listing['label_column']!r}"
+                     + (f", kept {', '.join(listing['metadata_columns'])}" if listing["metadata_columns"]
+                        else ""))
+    return lines

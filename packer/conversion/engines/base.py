@@ -11,6 +11,7 @@ whichever engine ran it.
 from __future__ import annotations
 
 import errno
+import os
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -19,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from packer.conversion.tasks import SegmentTask, Task, shard_of
 from packer.errors import BadImageError, ConversionError, OutputError, PackerError, SourceError
+from packer.sizes import format_size
 
 __all__ = ["Engine", "OnProgress", "OnResult", "Progress", "ProgressChannel", "ProgressCounter",
            "describe_error", "task_error", "task_key"]
@@ -148,8 +150,10 @@ def task_error(task: Task, kind: str, message: str, path: str, reason: str) -> P
     if kind in ("OSError", "ShardError"):
         full = reason == "ENOSPC" or "No space left" in message
         io_error = reason == "EIO" or "Input/output error" in message
-        cause = ("the disk is full" if full else
-                 "an I/O error (LMDB reports a full disk this way too)" if io_error else
+        room = _room(shard.dst, shard.planned_bytes, certain=full) if full or io_error else None
+        cause = (room if room is not None else
+                 "the disk is full" if full else
+                 "an I/O error" if io_error else
                  "the destination is read-only" if reason in ("EROFS", "EACCES", "EPERM") else
                  "the shard could not be written")
         return OutputError(f"Writing {where} failed: {cause}: {message.strip()}. Fix it, then run "
@@ -158,3 +162,18 @@ def task_error(task: Task, kind: str, message: str, path: str, reason: str) -> P
         return ConversionError(f"A conversion worker failed on {where} (a bug in packer; please "
                                f"report it):\n{message}")
     return ConversionError(f"{kind} while writing {where}: {message}")
+
+
+def _room(dst: str, needed: int, *, certain: bool) -> str | None:
+    """"the disk is full: ..." with the free and needed bytes, when the error says so
+    (``certain``: ENOSPC) or DST's file system has less room than the shard needs (LMDB reports a
+    full disk as an I/O error); else None, as when the file system cannot be asked."""
+    try:
+        stats = os.statvfs(dst)
+    except OSError:
+        return None
+    free = stats.f_bavail * stats.f_frsize
+    if free >= needed and not certain:
+        return None
+    return (f"the disk is full: {format_size(free)} free on the file system of {dst!r}, and the "
+            f"shard needs about {format_size(needed)}")

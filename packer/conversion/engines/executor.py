@@ -22,6 +22,7 @@ from packer.conversion.engines.base import (
     task_error,
     task_key,
 )
+from packer.conversion.engines.crashes import Breadcrumb, pin_crashes
 from packer.conversion.receipts import ShardResult
 from packer.conversion.tasks import SegmentResult, Task, shard_of
 from packer.errors import ConversionError, ConversionInterrupted
@@ -35,16 +36,25 @@ REPORT_EVERY: Final = 0.25
 def execute_task(task: Task, channel: ProgressChannel | None = None) -> tuple[Any, ...]:
     """Run one task where the executor puts it: ``("result", result)`` or ``("error", ...)``.
 
-    Errors come back as plain tuples (see :func:`~packer.conversion.engines.base.describe_error`),
-    not as exceptions, so that they unpickle anywhere and the coordinator can name the shard.
+    A file that crashed the decoder in earlier attempts is skipped (see
+    :mod:`~packer.conversion.engines.crashes`). Errors come back as plain tuples (see
+    :func:`~packer.conversion.engines.base.describe_error`), not as exceptions, so that they
+    unpickle anywhere and the coordinator can name the shard.
     """
-    report = channel.reporter(task_key(task)) if channel is not None else None
+    key = task_key(task)
+    report = channel.reporter(key) if channel is not None else None
+    crumb = Breadcrumb(shard_of(task).staging, key) if shard_of(task).staging else None
+    before = crumb.previous() if crumb is not None else None
     counter = ProgressCounter(None if report is None else lambda p: report(p.packed, p.skipped),
-                              every=REPORT_EVERY)
+                              every=REPORT_EVERY,
+                              on_file=None if crumb is None else lambda rel: crumb.reached(rel, before))
     try:
-        result = task.run(counter)
+        result = pin_crashes(task, before).run(counter)
     except Exception as err:  # every failure goes back as data; see describe_error
         return ("error", *describe_error(err))
+    finally:
+        if crumb is not None:
+            crumb.clear()
     counter.flush()
     return ("result", result)
 

@@ -1,0 +1,245 @@
+"""A source given as a list file: one image path and one label per sample, in the list's order.
+
+Three formats, told apart by the file's suffix:
+
+* plain text (``.txt``, ``.lst``, anything else): ``relative/path label`` per line, as Caffe's
+  ``convert_imageset`` and DALI's ``file_list`` take them; the label is an integer and is
+  separated from the path by the last run of whitespace (so paths may hold spaces). Blank lines
+  and lines starting with ``#`` are ignored.
+* CSV (``.csv``) with a header row, as Hugging Face's ``metadata.csv``;
+* JSON Lines (``.jsonl``, ``.ndjson``): one JSON object per line.
+
+CSV and JSON Lines name their columns: the path column is ``path_column`` or the first of
+:data:`PATH_COLUMNS` present, the label column ``label_column`` or the first of
+:data:`LABEL_COLUMNS`. Every other column is kept as per-sample metadata.
+
+Labels. Strings give the sorted class names, as ImageFolder gives folder names. Integers (every
+value of a plain-text list; JSON numbers; CSV values that are all decimal integers) are the
+targets themselves: their class names come from ``classes_file`` (one name per line, line ``i``
+naming label ``i``) or are the numbers (``"0"``, ``"1"``, ...). A number no sample uses (a gap)
+keeps its class, with no samples: labels never shift.
+
+Bad input is an error that names the file, the line and what is wrong, before anything is
+written. A path listed twice is an error too (which line repeats which): one file, one sample.
+A listed file that does not exist is not an error here: it is skipped as ``missing`` when the
+conversion reaches it, and listed with that reason, like a broken image.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import posixpath
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from packer.errors import SourceError, SourceNotFoundError
+from packer.source.imagefolder import FolderIndex, ScanReport, SourceItem
+
+__all__ = ["LABEL_COLUMNS", "LIST_FORMATS", "PATH_COLUMNS", "ListSource", "list_format", "scan_listfile"]
+
+#: Column names tried, in order, for the image path and the label.
+PATH_COLUMNS: Final = ("path", "file_name", "filename", "file", "image")
+LABEL_COLUMNS: Final = ("label", "class", "target", "category")
+#: The formats, by name.
+LIST_FORMATS: Final = ("text", "csv", "jsonl")
+_INTEGER = re.compile(r"[+-]?\d+\Z")
+
+
+@dataclass(frozen=True)
+class ListSource:
+    """A scanned list file: the index every conversion takes, plus what only lists have.
+
+    ``metadata`` holds, per sample in list order, the other columns as a JSON object (text);
+    ``metadata_columns`` names them. ``labels_are_numbers`` says how classes were named.
+    """
+
+    listfile: str
+    format: str
+    path_column: str
+    label_column: str
+    index: FolderIndex
+    metadata_columns: tuple[str, ...]
+    metadata: tuple[str, ...]
+    labels_are_numbers: bool
+    classes_file: str | None
+
+
+def list_format(path: str) -> str:
+    """``"csv"``, ``"jsonl"`` or ``"text"``, from the file's suffix."""
+    suffix = os.path.splitext(path)[1].lower()
+    return {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}.get(suffix, "text")
+
+
+def _fail(listfile: str, line: int | None, what: str) -> SourceError:
+    where = f"{listfile!r}, line {line}" if line is not None else repr(listfile)
+    return SourceError(f"Bad list file {where}: {what}. Fix the list (nothing was written).")
+
+
+def _rows(listfile: str, fmt: str, path_column: str | None, label_column: str | None
+          ) -> tuple[str, str, list[tuple[int, str, Any, dict[str, Any]]]]:
+    """``(path column, label column, [(line, path, raw label, other columns)])``."""
+    with open(listfile, encoding="utf-8", newline="") as handle:
+        text = handle.read()
+    rows: list[tuple[int, str, Any, dict[str, Any]]] = []
+    if fmt == "text":
+        for number, line in enumerate(text.splitlines(), 1):
+            stripped = line.strip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            parts = stripped.rsplit(None, 1)
+            if len(parts) != 2:
+                raise _fail(listfile, number, f"expected 'relative/path label', got {stripped!r}")
+            if not _INTEGER.match(parts[1]):
+                raise _fail(listfile, number, f"the label {parts[1]!r} is not an integer (a plain-text "
+                                              "list takes integer labels; use CSV or JSON Lines for names)")
+            rows.append((number, parts[0], int(parts[1]), {}))
+        return "path", "label", rows
+    records: Iterator[tuple[int, dict[str, Any]]]
+    if fmt == "csv":
+        reader = csv.DictReader(text.splitlines())
+        if not reader.fieldnames:
+            raise _fail(listfile, 1, "no header row (CSV lists name their columns in the first row)")
+        records = ((reader.line_num, dict(row)) for row in reader)
+        columns: Sequence[str] = reader.fieldnames
+    else:
+        parsed: list[tuple[int, dict[str, Any]]] = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as err:
+                raise _fail(listfile, number, f"not a JSON object ({err})") from None
+            if not isinstance(record, dict):
+                raise _fail(listfile, number, f"not a JSON object but {type(record).__name__}")
+            parsed.append((number, record))
+        columns = list(dict.fromkeys(k for _, r in parsed for k in r))
+        records = iter(parsed)
+    path_key = _column(listfile, columns, path_column, PATH_COLUMNS, "path")
+    label_key = _column(listfile, columns, label_column, LABEL_COLUMNS, "label")
+    for number, record in records:
+        if None in record:  # csv: more fields than the header names
+            raise _fail(listfile, number, "more fields than the header has columns")
+        path, label = record.get(path_key), record.get(label_key)
+        if not isinstance(path, str) or not path:
+            raise _fail(listfile, number, f"no {path_key!r} (the image path)")
+        if label is None or label == "" or isinstance(label, bool | float | list | dict):
+            raise _fail(listfile, number, f"the {label_key!r} must be an integer or a class name, "
+                                          f"not {label!r}")
+        other = {k: v for k, v in record.items() if k not in (path_key, label_key)}
+        rows.append((number, path, label, other))
+    return path_key, label_key, rows
+
+
+def _column(listfile: str, columns: Sequence[str], given: str | None, defaults: Sequence[str],
+            what: str) -> str:
+    if given is not None:
+        if given not in columns:
+            raise _fail(listfile, None, f"no {what} column {given!r}; its columns are {list(columns)}")
+        return given
+    for name in defaults:
+        if name in columns:
+            return name
+    raise _fail(listfile, None, f"no {what} column: name it with --{what}-column (tried "
+                                f"{', '.join(defaults)}; its columns are {list(columns)})")
+
+
+def _relpath(listfile: str, number: int, path: str) -> str:
+    """The listed path as a clean relative POSIX path inside the root."""
+    clean = posixpath.normpath(path.replace("\\", "/"))
+    if posixpath.isabs(clean) or clean == ".." or clean.startswith("../") or clean == ".":
+        raise _fail(listfile, number, f"the path {path!r} is not relative to the root (it must lie "
+                                      "inside it)")
+    return clean
+
+
+def _classes(listfile: str, rows: list[tuple[int, str, Any, dict[str, Any]]], fmt: str,
+             classes_file: str | None) -> tuple[tuple[str, ...], list[int], bool]:
+    """Class names, each row's label and whether labels were numbers."""
+    raw = [label for _, _, label, _ in rows]
+    numbers = all(isinstance(v, int) or (fmt == "csv" and _INTEGER.match(str(v))) for v in raw)
+    if not numbers:
+        if any(isinstance(v, int) for v in raw):
+            line = next(n for n, _, v, _ in rows if isinstance(v, int))
+            raise _fail(listfile, line, "labels mix numbers and class names: use one kind")
+        if classes_file is not None:
+            raise _fail(listfile, None, "--classes names integer labels, but this list's labels are "
+                                        "class names already")
+        classes = tuple(sorted(set(map(str, raw))))
+        position = {name: i for i, name in enumerate(classes)}
+        return classes, [position[str(v)] for v in raw], False
+    targets = [int(v) for v in raw]
+    for (number, _, _, _), target in zip(rows, targets, strict=True):
+        if target < 0:
+            raise _fail(listfile, number, f"the label {target} is negative")
+    top = max(targets, default=-1)
+    if classes_file is None:
+        return tuple(str(i) for i in range(top + 1)), targets, True
+    try:
+        with open(classes_file, encoding="utf-8") as handle:
+            names = tuple(line.strip() for line in handle if line.strip())
+    except OSError as err:
+        raise SourceNotFoundError(f"Cannot read the classes file {classes_file!r}: "
+                                  f"{err.strerror or err}.") from None
+    if len(set(names)) != len(names):
+        raise SourceError(f"The classes file {classes_file!r} names a class twice: one name per label.")
+    if top >= len(names):
+        line = next(n for (n, _, _, _), t in zip(rows, targets, strict=True) if t == top)
+        raise _fail(listfile, line, f"the label {top} has no name: {classes_file!r} names "
+                                    f"{len(names)} classes (labels 0 to {len(names) - 1})")
+    return names, targets, True
+
+
+def scan_listfile(listfile: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None,
+                  path_column: str | None = None, label_column: str | None = None,
+                  classes_file: str | os.PathLike[str] | None = None) -> ListSource:
+    """Read the list ``listfile`` (paths relative to ``root``, default: the list's directory).
+
+    Nothing is opened but the list (and ``classes_file``); each listed file is only stat'ed.
+
+    Raises:
+        SourceNotFoundError: the list, the root or the classes file cannot be read.
+        SourceError: a malformed line (the message names the file, the line and what is wrong),
+            a path listed twice, labels that mix kinds, or an empty list.
+    """
+    path = os.path.abspath(os.fspath(listfile))
+    if not os.path.isfile(path):
+        raise SourceNotFoundError(f"List file {path!r} does not exist or is not a file.")
+    top = os.path.abspath(os.fspath(root)) if root is not None else os.path.dirname(path)
+    if not os.path.isdir(top):
+        raise SourceNotFoundError(f"The root {top!r} of list {path!r} is not a directory: give "
+                                  "--root, the folder the listed paths are relative to.")
+    fmt = list_format(path)
+    try:
+        path_key, label_key, rows = _rows(path, fmt, path_column, label_column)
+    except UnicodeDecodeError as err:
+        raise _fail(path, None, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except csv.Error as err:
+        raise _fail(path, None, f"not valid CSV ({err})") from None
+    if not rows:
+        raise SourceError(f"List file {path!r} lists no image: nothing to convert.")
+    classes_path = os.path.abspath(os.fspath(classes_file)) if classes_file is not None else None
+    classes, targets, numbers = _classes(path, rows, fmt, classes_path)
+    seen: dict[str, int] = {}
+    items = []
+    for (number, listed, _, _), target in zip(rows, targets, strict=True):
+        relpath = _relpath(path, number, listed)
+        if relpath in seen:
+            raise _fail(path, number, f"{relpath!r} is listed again (first on line {seen[relpath]}): "
+                                      "list each file once")
+        seen[relpath] = number
+        try:
+            status = os.stat(os.path.join(top, *relpath.split("/")))
+            size, mtime = status.st_size, status.st_mtime_ns
+        except OSError:
+            size, mtime = -1, -1
+        items.append(SourceItem(relpath, target, size, mtime))
+    metadata_columns = tuple(dict.fromkeys(k for _, _, _, other in rows for k in other))
+    metadata = tuple(json.dumps(other, sort_keys=True, ensure_ascii=False) for _, _, _, other in rows)
+    index = FolderIndex(top, classes, tuple(items), ScanReport())
+    return ListSource(path, fmt, path_key, label_key, index, metadata_columns, metadata, numbers,
+                      classes_path)
