@@ -71,7 +71,9 @@ def bench(dst: str, src: str | None, pipeline: str, workers: int, batch_size: in
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=str))
 @click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True,
               help="DataLoader workers used to read the datasets back.")
-def demo(directory: str | None, workers: int) -> None:
+@click.option("--no-speed", is_flag=True,
+              help="Skip the speed table (about half the time): only generate, convert and check.")
+def demo(directory: str | None, workers: int, no_speed: bool) -> None:
     """Show packer at work on a generated photo-like tree, no data of yours needed.
 
     Makes a few hundred images (and a few broken files), converts them with every backend,
@@ -83,7 +85,7 @@ def demo(directory: str | None, workers: int) -> None:
 
     click.echo(f"packer demo: generating a tree, converting it to {', '.join(backend_names())}, "
                "reading it back ...", err=True)
-    report = run_demo(directory, workers=workers, progress=True)
+    report = run_demo(directory, workers=workers, progress=True, timed=not no_speed)
     for name, result in report.conversions.items():
         click.echo(f"{name}: {result.manifest.num_samples} samples, "
                    f"{format_size(result.manifest.num_bytes)} in {len(result.manifest.shards)} "

@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import stat
 from collections import Counter
-from pathlib import PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -33,23 +32,18 @@ from tqdm import tqdm
 
 from packer.errors import PackerError, ShardError, SourceNotFoundError
 from packer.format.backends import get_backend
-from packer.format.codecs import Codec, codec_class, get_codec
+from packer.format.codecs import Codec, get_codec
 from packer.format.durable import sha256_file
 from packer.format.manifest import MANIFEST_NAME, FileEntry, Manifest, ShardEntry
 from packer.format.sample_index import INDEX_FILES, SampleIndex
 from packer.source.imagecheck import UndecodableImage, decoder_failures
+from packer.tools.against import compare_with_source, keeps_source_bytes, safe_relpath, source_root
 from packer.tools.findings import MAX_LISTED, Findings, Problem, VerifyReport
 
 __all__ = ["MAX_LISTED", "Problem", "VerifyReport", "verify_dataset"]
 
 _BATCH = 256
 _FIX = "restore it from a copy, or convert again with --overwrite"
-
-
-def _safe_relpath(path: str) -> bool:
-    """A relative POSIX path that stays inside the directory it is joined to."""
-    pure = PurePosixPath(path)
-    return bool(path) and not pure.is_absolute() and ".." not in pure.parts
 
 
 def _check_manifest(manifest: Manifest, found: Findings) -> bool:
@@ -79,7 +73,7 @@ def _check_manifest(manifest: Manifest, found: Findings) -> bool:
 
 def _check_file(root: str, entry: ShardEntry | FileEntry, found: Findings, bar: tqdm[Any]) -> bool:
     """Size, then checksum, of one listed file; True when both match."""
-    if not _safe_relpath(entry.path):
+    if not safe_relpath(entry.path):
         found.add(entry.path, "inconsistent_manifest", f"{entry.path!r} is not a path inside "
                   "the dataset; the manifest is damaged")
         return False
@@ -143,34 +137,12 @@ def _check_labels(manifest: Manifest, index: SampleIndex, found: Findings) -> No
                   f"manifest says {list(manifest.class_counts)}")
     for i in np.flatnonzero(valid):
         path, cls = index.path(int(i)), classes[int(targets[i])]
-        if listed and not _safe_relpath(path):
+        if listed and not safe_relpath(path):
             found.add(path, "label_error", f"sample {i} is {path!r}, which is not a path inside "
                       "the list's root")
-        elif not listed and (not _safe_relpath(path) or not path.startswith(cls + "/")):
+        elif not listed and (not safe_relpath(path) or not path.startswith(cls + "/")):
             found.add(path, "label_error", f"sample {i} is {path!r}, which is not in the folder "
                       f"of its class {cls!r}")
-
-
-def _compare(src: str, rel: str, payload: bytes, found: Findings) -> bool:
-    """Compare one stored payload with ``src/rel``; True when it was compared."""
-    if not _safe_relpath(rel):
-        found.add(rel, "label_error", f"{rel!r} is not a path inside the source; not compared")
-        return False
-    try:
-        with open(os.path.join(src, *rel.split("/")), "rb") as handle:
-            source = handle.read()
-    except (FileNotFoundError, NotADirectoryError):
-        found.add(rel, "source_missing", f"{rel} is packed but missing from the source {src}")
-        return False
-    except OSError as err:
-        found.add(rel, "source_unreadable", f"{rel} cannot be read from the source: {err}")
-        return False
-    if source != payload:
-        differ = next((i for i, (a, b) in enumerate(zip(source, payload, strict=False)) if a != b),
-                      min(len(source), len(payload)))
-        found.add(rel, "source_differs", f"{rel}: stored {len(payload)} bytes, the source has "
-                  f"{len(source)}; they first differ at byte {differ}")
-    return True
 
 
 def verify_dataset(
@@ -198,7 +170,7 @@ def verify_dataset(
     """
     top = os.path.abspath(os.fspath(root))
     manifest = Manifest.load(top)
-    src = None if against is None else _source_root(os.path.abspath(os.fspath(against)), manifest)
+    src = None if against is None else source_root(os.path.abspath(os.fspath(against)), manifest)
     if src is not None and not os.path.isdir(src):
         raise SourceNotFoundError(f"Source {src!r} is not a directory: give the SRC the dataset "
                                   "was converted from.")
@@ -225,7 +197,7 @@ def verify_dataset(
             codec = get_codec(manifest.codec, manifest.codec_params)
         except PackerError as err:
             found.add(MANIFEST_NAME, "decode_error", f"samples cannot be decoded: {err}")
-    if src is not None and not _keeps_source_bytes(manifest.codec):
+    if src is not None and not keeps_source_bytes(manifest.codec):
         found.add(MANIFEST_NAME, "not_applicable", f"--against compares stored bytes with source "
                   f"files, but codec {manifest.codec!r} re-encoded them; use --deep instead")
         src = None
@@ -290,7 +262,7 @@ def _read_samples(root: str, manifest: Manifest, intact: set[str], index: Sample
                             found.add(name, "decode_error", f"sample {number} ({name}, "
                                       f"{shard.path} record {j}) does not decode: {err}")
                         counts["checked"] += 1
-                    if src is not None and _compare(src, name, payload, found):
+                    if src is not None and compare_with_source(src, name, payload, found):
                         counts["compared"] += 1
                 done += len(local)
                 bar.update(len(local))
@@ -303,20 +275,3 @@ def _read_samples(root: str, manifest: Manifest, intact: set[str], index: Sample
                 bar.update(shard.num_samples - done)
 
 
-def _keeps_source_bytes(name: str) -> bool:
-    """Whether codec ``name`` stores the source bytes (False for one this packer lacks)."""
-    try:
-        return codec_class(name).keeps_source_bytes
-    except PackerError:
-        return False
-
-
-def _source_root(against: str, manifest: Manifest) -> str:
-    """The folder the stored paths are relative to: SRC itself, or, when SRC is the dataset's list
-    file, the root it was converted with (another list file: its own directory)."""
-    if not os.path.isfile(against):
-        return against
-    listing = manifest.extra.get("list") or {}
-    if listing.get("list") == against and listing.get("root"):
-        return str(listing["root"])
-    return os.path.dirname(against)
