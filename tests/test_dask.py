@@ -124,6 +124,7 @@ def _crash_plugin(bad: bytes) -> Any:
         def setup(self, worker: Any) -> None:
             import faulthandler
             import signal
+            import threading
 
             from packer.format.codecs import original
 
@@ -132,7 +133,9 @@ def _crash_plugin(bad: bytes) -> Any:
             def crashing(data: bytes, **kwargs: Any) -> None:
                 if data == bad:
                     faulthandler.disable()
-                    os.kill(os.getpid(), signal.SIGSEGV)
+                    # At this thread, as a real decoder fault is: os.kill() would let a worker's
+                    # other threads take the signal while this one packs the next file.
+                    signal.pthread_kill(threading.get_ident(), signal.SIGSEGV)
                 check(data, **kwargs)
 
             original.check_image = crashing  # type: ignore[assignment]
