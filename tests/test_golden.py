@@ -14,6 +14,9 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,8 +115,20 @@ def _snapshot(tmp: Path) -> dict[str, Any]:
     return {"commands": session.record, "files": files}
 
 
-def test_outputs_match_the_golden_record(tmp_path: Path) -> None:
-    got = json.loads(json.dumps(_snapshot(tmp_path)))
+@pytest.fixture
+def fixed_length_tmp() -> Iterator[Path]:
+    """A scratch directory whose path always has the same length: ``--dry-run``'s size estimate
+    counts the source path's bytes (the manifest records it), so pytest's numbered
+    ``tmp_path`` (``pytest-9`` or ``pytest-10``) would move it by a byte from run to run."""
+    path = Path(tempfile.mkdtemp(prefix="packer-golden-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_outputs_match_the_golden_record(fixed_length_tmp: Path) -> None:
+    got = json.loads(json.dumps(_snapshot(fixed_length_tmp)))
     if os.environ.get("PACKER_UPDATE_GOLDEN"):
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
