@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import io
 import math
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -337,3 +340,21 @@ def test_held_batches_never_change_while_workers_reuse_buffers(tmp_path: Path, s
     kept = [images for images, _ in loader]  # all held at once: reuse must wait
     kept += [images for images, _ in loader]
     assert all(torch.equal(images, want) for images, want in zip(kept, expected * 2, strict=True))
+
+
+def test_read_only_pixels_raise_no_torch_warning_in_the_resampler() -> None:
+    """torch warns about tensors over read-only arrays (pixels records are read in place);
+    packer's filter for it must name the module the warning comes from (it moved in 0.2)."""
+    pytest.importorskip("cv2")
+    code = textwrap.dedent("""
+        import numpy as np
+        from packer.read import resampling
+        crop = np.zeros((64, 48, 3), np.uint8)
+        crop.flags.writeable = False
+        resampling._opencv_into(crop, np.empty((3, 16, 16), np.uint8), False)
+        print("done")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr
+    assert "not writable" not in done.stderr, done.stderr

@@ -40,7 +40,7 @@ _scratch = threading.local()
 # these tensors (over pixels records) are only read. One filter, scoped to this module, rather
 # than catch_warnings around every image in a DataLoader worker.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning,
-                        module=r"packer\.resampling")
+                        module=r"packer\.read\.resampling")
 
 
 def resolve_resampler(resampler: str) -> str:
