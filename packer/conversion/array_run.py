@@ -19,7 +19,6 @@ from packer.conversion.execution import choose_engine, write_error, write_shards
 from packer.conversion.job import plan_job
 from packer.conversion.merging import unwritten_shards
 from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
-from packer.conversion.options import fspath_or_none as _path
 from packer.conversion.plan import shards_of_task
 from packer.format.codecs import DEFAULT_MAX_PIXELS
 
@@ -86,9 +85,9 @@ def convert_task(
     options = ConversionOptions(to=to, shard_size=shard_size, codec=codec,
                                 codec_options=codec_options or {}, check=check, max_pixels=max_pixels,
                                 strict=strict, include_hidden=include_hidden, allow_empty=allow_empty,
-                                is_valid_file=is_valid_file, root=_path(root),
+                                is_valid_file=is_valid_file, root=root,
                                 path_column=path_column, label_column=label_column,
-                                classes_file=_path(classes_file))
+                                classes_file=classes_file)
     return run_conversion_task(src, dst, options, task_id=task_id, num_tasks=num_tasks,
                                workers=workers, engine=engine, progress=progress)
 

@@ -22,7 +22,6 @@ from typing import Any
 
 from packer.conversion.job import scan_source
 from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
-from packer.conversion.options import fspath_or_none as _path
 from packer.conversion.plan import planned_item_sizes, shard_name
 from packer.conversion.sharding import plan_shards
 from packer.format.manifest import estimate_manifest_bytes
@@ -133,8 +132,8 @@ def plan_conversion(
     options = ConversionOptions(to=to, shard_size=shard_size, codec=codec,
                                 codec_options=codec_options or {}, include_hidden=include_hidden,
                                 allow_empty=allow_empty, is_valid_file=is_valid_file,
-                                root=_path(root), path_column=path_column, label_column=label_column,
-                                classes_file=_path(classes_file))
+                                root=root, path_column=path_column, label_column=label_column,
+                                classes_file=classes_file)
     return dry_run(src, options)
 
 
@@ -147,11 +146,8 @@ def dry_run(src: str | os.PathLike[str], options: ConversionOptions) -> Conversi
     codec_name = chosen_codec.name
     planned_size = options.shard_bytes
     include_hidden, allow_empty = options.include_hidden, options.allow_empty
-    source = os.path.abspath(os.fspath(src))
-    if os.path.isfile(source):
-        index = scan_source(source, options)[1]
-    else:
-        index = scan_source(source, replace(options, allow_empty=True))[1]
+    # Empty classes are reported, not refused (a list source has none to refuse).
+    index = scan_source(os.path.abspath(os.fspath(src)), replace(options, allow_empty=True))[1]
     items = index.items
     sizes = [max(item.size, 0) for item in items]
     counts = [0] * len(index.classes)

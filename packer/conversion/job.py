@@ -46,8 +46,7 @@ def plan_job(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: 
     Raises what :func:`packer.convert` raises before it writes anything.
     """
     src_path = os.path.abspath(os.fspath(src))
-    is_list = os.path.isfile(src_path)
-    root = (options.root or os.path.dirname(src_path)) if is_list else src_path
+    root = os.fspath(options.root or os.path.dirname(src_path)) if os.path.isfile(src_path) else src_path
     destination = Destination(dst)
     state = destination.check(root, overwrite=overwrite, resume=resume)
     listed, index = scan_source(src_path, options)
@@ -57,9 +56,9 @@ def plan_job(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: 
     codec = options.stored_as
     plans = plan_shards(planned_item_sizes(index, codec), options.shard_bytes)
     names = tuple(shard_name(p.index, options.backend.suffix) for p in plans)
-    items = [tuple((it.relpath, it.label, it.size) for it in index.items[p.start:p.stop]) for p in plans]
     identities = [tuple((it.relpath, it.label, it.size, it.mtime_ns) for it in index.items[p.start:p.stop])
                   for p in plans]
+    items = [tuple(identity[:3] for identity in shard) for shard in identities]
     metadata = [listed.metadata[p.start:p.stop] if listed is not None else () for p in plans]
     fingerprints = tuple(shard_fingerprint(p.index, recorded, identities[p.index], metadata[p.index])
                          for p in plans)

@@ -17,15 +17,10 @@ from packer.format.backends import Backend, get_backend
 from packer.format.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, Codec, get_codec
 from packer.sizes import parse_size
 
-__all__ = ["DEFAULT_SHARD_SIZE", "ConversionOptions", "fspath_or_none"]
+__all__ = ["DEFAULT_SHARD_SIZE", "ConversionOptions"]
 
 #: Planned bytes per shard unless told otherwise (1 GiB).
 DEFAULT_SHARD_SIZE: Final = 1 << 30
-
-
-def fspath_or_none(path: str | os.PathLike[str] | None) -> str | None:
-    """``os.fspath(path)``, or None."""
-    return None if path is None else os.fspath(path)
 
 
 @dataclass(frozen=True)
@@ -70,10 +65,10 @@ class ConversionOptions:
     include_hidden: bool = False
     allow_empty: bool = False
     is_valid_file: Callable[[str], bool] | None = None
-    root: str | None = None
+    root: str | os.PathLike[str] | None = None  # kept as an absolute path (str)
     path_column: str | None = None
     label_column: str | None = None
-    classes_file: str | None = None
+    classes_file: str | os.PathLike[str] | None = None  # kept as an absolute path (str)
     #: The registered backend ``to`` names.
     backend: Backend = field(init=False, repr=False, compare=False)
     #: The codec built from ``codec`` and ``codec_options``.
@@ -122,7 +117,7 @@ class ConversionOptions:
         """The options that only apply to a list source, those that were given."""
         given = {"root": self.root, "path_column": self.path_column,
                  "label_column": self.label_column, "classes_file": self.classes_file}
-        return {key: value for key, value in given.items() if value is not None}
+        return {key: os.fspath(value) for key, value in given.items() if value is not None}
 
     def keywords(self) -> dict[str, Any]:
         """The keyword arguments of :func:`packer.convert` that build these options."""

@@ -27,7 +27,6 @@ from packer.conversion.execution import choose_engine, write_error, write_shards
 from packer.conversion.job import plan_job
 from packer.conversion.merging import build_manifest
 from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
-from packer.conversion.options import fspath_or_none as _path
 from packer.conversion.resume import check_resumable
 from packer.errors import OutputError
 from packer.format.codecs import DEFAULT_MAX_PIXELS
@@ -130,9 +129,9 @@ def convert(
     options = ConversionOptions(to=to, shard_size=shard_size, codec=codec,
                                 codec_options=codec_options or {}, check=check, max_pixels=max_pixels,
                                 strict=strict, include_hidden=include_hidden, allow_empty=allow_empty,
-                                is_valid_file=is_valid_file, root=_path(root),
+                                is_valid_file=is_valid_file, root=root,
                                 path_column=path_column, label_column=label_column,
-                                classes_file=_path(classes_file))
+                                classes_file=classes_file)
     return run_conversion(src, dst, options, overwrite=overwrite, resume=resume, workers=workers,
                           engine=engine, progress=progress)
 

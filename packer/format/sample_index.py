@@ -99,6 +99,7 @@ class SampleIndex:
         self._offsets: np.ndarray | None = None
         self._paths: np.ndarray | None = None
         self._metadata: tuple[np.ndarray, np.ndarray] | None = None
+        self._metadata_absent = False  # known after the first look: no stat per sample
 
     def _map(self, name: str) -> np.ndarray:
         path = os.path.join(self.root, INDEX_FILES.get(name) or METADATA_FILES[name])
@@ -158,7 +159,8 @@ class SampleIndex:
         """Sample ``index``'s other list columns (``{}`` when there are none), parsed on demand:
         nothing is held per sample in memory."""
         if self._metadata is None:
-            if not self.has_metadata:
+            if self._metadata_absent or not self.has_metadata:
+                self._metadata_absent = True
                 return {}
             self._metadata = (self._map("metadata_offsets"), self._map("metadata"))
         offsets, blob = self._metadata
