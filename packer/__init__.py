@@ -14,12 +14,15 @@ if TYPE_CHECKING:
     from packer.conversion.array_run import TaskResult, convert_task
     from packer.conversion.dryrun import ConversionPlan, plan_conversion
     from packer.conversion.engines import Engine, ExecutorEngine, LocalEngine, open_engine
+    from packer.conversion.gc import GcResult, collect_garbage
     from packer.conversion.merging import MergeResult, merge
     from packer.conversion.run import ConversionResult, convert
+    from packer.conversion.updating import UpdateResult, update
     from packer.errors import (
         BadImageError,
         ConversionError,
         ConversionInterrupted,
+        DatasetBusyError,
         DatasetError,
         EmptySourceError,
         IncompleteDatasetError,
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
         SourceError,
         SourceNotFoundError,
         UnknownNameError,
+        VersionGoneError,
     )
     from packer.format.backends import backend_names, get_backend
     from packer.format.codecs import codec_names
@@ -55,15 +59,18 @@ _HOMES = {
     "packer.format.backends": ["backend_names", "get_backend"],
     "packer.format.codecs": ["codec_names"],
     "packer.conversion.run": ["ConversionResult", "convert"],
+    "packer.conversion.updating": ["UpdateResult", "update"],
+    "packer.conversion.gc": ["GcResult", "collect_garbage"],
     "packer.conversion.array_run": ["TaskResult", "convert_task"],
     "packer.read.datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"],
     "packer.conversion.dryrun": ["ConversionPlan", "plan_conversion"],
     "packer.conversion.engines": ["Engine", "ExecutorEngine", "LocalEngine", "open_engine"],
-    "packer.errors": ["BadImageError", "ConversionError", "ConversionInterrupted", "DatasetError",
+    "packer.errors": ["BadImageError", "ConversionError", "ConversionInterrupted", "DatasetBusyError",
+                      "DatasetError",
                       "EmptySourceError", "IncompleteDatasetError", "ManifestError", "MissingExtraError",
                       "MissingShardsError", "NotADatasetError", "OutputError", "OutputExistsError",
                       "PackerError", "ResumeError", "ShardError", "SourceError", "SourceNotFoundError",
-                      "UnknownNameError"],
+                      "UnknownNameError", "VersionGoneError"],
     "packer.tools.export": ["ExportResult", "export_dataset"],
     "packer.read.baseline": ["ImageFolderDataset"],
     "packer.source.imagefolder": ["FolderIndex", "IMG_EXTENSIONS", "find_classes", "scan_imagefolder"],
@@ -85,12 +92,14 @@ __all__ = [
     "ConversionInterrupted",
     "ConversionPlan",
     "ConversionResult",
+    "DatasetBusyError",
     "DatasetError",
     "EmptySourceError",
     "Engine",
     "ExecutorEngine",
     "ExportResult",
     "FolderIndex",
+    "GcResult",
     "HDF5ImageDataset",
     "IMG_EXTENSIONS",
     "ImageFolderDataset",
@@ -118,9 +127,12 @@ __all__ = [
     "SourceNotFoundError",
     "TaskResult",
     "UnknownNameError",
+    "UpdateResult",
     "VerifyReport",
+    "VersionGoneError",
     "backend_names",
     "codec_names",
+    "collect_garbage",
     "convert",
     "convert_task",
     "export_dataset",
@@ -138,6 +150,7 @@ __all__ = [
     "sample_info",
     "save_sample",
     "scan_imagefolder",
+    "update",
     "verify_dataset",
     "write_contact_sheet",
 ]

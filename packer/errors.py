@@ -8,7 +8,8 @@
     ├── OutputError                      DST cannot be written as asked (read-only, disk full, ...)
     │   ├── OutputExistsError            DST is not empty, and neither resume nor overwrite (+FileExistsError)
     │   ├── ResumeError                  ``resume`` asked, but DST holds another source's or options' run
-    │   └── MissingShardsError           ``merge``: planned shards missing or damaged; ``missing`` names them
+    │   ├── MissingShardsError           ``merge``: planned shards missing or damaged; ``missing`` names them
+    │   └── DatasetBusyError             another ``update`` or ``gc`` holds DST's lock
     ├── ConversionError                  a conversion worker failed (killed, crashed, a bug)
     │   └── ConversionInterrupted        Ctrl-C; finished shards are kept for ``--resume``
     ├── UnknownNameError                 unknown backend or codec; lists the choices (+LookupError)
@@ -17,7 +18,8 @@
     │   ├── NotADatasetError             no manifest and no sign of packer (+FileNotFoundError)
     │   ├── IncompleteDatasetError       a conversion into DST started and never finished
     │   ├── ManifestError                index.json is malformed or from a newer packer
-    │   └── ShardError                   a shard file is missing, damaged or failed to write
+    │   ├── ShardError                   a shard file is missing, damaged or failed to write
+    │   └── VersionGoneError             a reader's pinned version was removed by ``gc``
 
 Every message says what happened, which path, and what to do about it. Programming errors
 (a wrong argument type, an index out of range) stay builtins.
@@ -29,6 +31,7 @@ __all__ = [
     "BadImageError",
     "ConversionError",
     "ConversionInterrupted",
+    "DatasetBusyError",
     "DatasetError",
     "EmptySourceError",
     "IncompleteDatasetError",
@@ -44,6 +47,7 @@ __all__ = [
     "SourceError",
     "SourceNotFoundError",
     "UnknownNameError",
+    "VersionGoneError",
 ]
 
 
@@ -102,6 +106,10 @@ class MissingShardsError(OutputError):
         return (_rebuild_missing_shards, (str(self), self.missing))
 
 
+class DatasetBusyError(OutputError):
+    """Another ``packer update`` or ``packer gc`` is running on DST (it holds DST's lock)."""
+
+
 def _rebuild_missing_shards(message: str, missing: list[str]) -> MissingShardsError:
     return MissingShardsError(message, missing=missing)
 
@@ -142,3 +150,7 @@ class ManifestError(DatasetError):
 
 class ShardError(DatasetError):
     """A shard file is missing, damaged, or could not be written."""
+
+
+class VersionGoneError(DatasetError):
+    """The version a reader opened was removed by ``packer gc`` before the reader reopened it."""

@@ -216,7 +216,7 @@ def write_dataset(dst: str, *, backend_name: str, num_samples: int, num_classes:
     write_s = hash_s = 0.0
     for number, first in enumerate(range(0, num_samples, shard_samples)):
         count = min(shard_samples, num_samples - first)
-        name = shard_name(number, backend.suffix)
+        name = shard_name(number) + backend.suffix
         path = os.path.join(dst, name)
         full, rest = divmod(count, len(images))
         capacity = full * cycle_bytes + sum(len(images[(first + k) % len(images)]) for k in range(rest))
@@ -236,7 +236,7 @@ def write_dataset(dst: str, *, backend_name: str, num_samples: int, num_classes:
     classes = tuple(f"class_{c:0{class_width}d}" for c in range(num_classes))
     target_list: list[int] = targets.tolist()
     relpaths = [f"{classes[c]}/img_{i:0{sample_width}d}.png" for i, c in enumerate(target_list)]
-    sample_index = write_sample_index(dst, relpaths, target_list)
+    sample_index = write_sample_index(dst, relpaths, target_list, np.zeros((num_samples, 3), dtype=np.int64))
     del relpaths, target_list
     index_s = time.perf_counter() - t0
 

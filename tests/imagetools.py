@@ -150,12 +150,18 @@ def mixed_tree(root: str | os.PathLike[str], count: int = 36, *, broken: bool = 
 
 def dataset_snapshot(root: str | os.PathLike[str]) -> dict[str, object]:
     """Every file of a finished dataset by relative path, and its manifest without
-    ``created_at``: equal snapshots are the same dataset, however it was written."""
+    ``created_at``, ``version`` and ``last_update``: equal snapshots are the same dataset,
+    however it was written (a conversion, or an update of another version). Kept manifests of
+    versions are left out (each holds its own ``created_at``), after checking that the
+    current one is ``index.json``."""
     top = Path(root)
-    files = {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*"))
-             if p.is_file() and p.name != "index.json"}
     manifest = json.loads((top / "index.json").read_text())
-    manifest.pop("created_at")
+    kept = top / "versions" / f"{manifest['version']:05d}.json"
+    assert kept.read_text() == (top / "index.json").read_text()
+    files = {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*"))
+             if p.is_file() and p.name not in ("index.json", ".packer-lock") and p.parent.name != "versions"}
+    for volatile in ("created_at", "version", "last_update"):
+        manifest.pop(volatile)
     return {"files": files, "manifest": manifest}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,7 +55,7 @@ from packer.source.sourcefile import SKIP_REASONS
 def dataset_files(dst: Path) -> set[str]:
     """Every file a finished dataset should hold, from its manifest."""
     manifest = Manifest.load(dst)
-    return ({MANIFEST_NAME} | {s.path for s in manifest.shards}
+    return ({MANIFEST_NAME, f"versions/{manifest.version:05d}.json"} | {s.path for s in manifest.shards}
             | {f.path for f in manifest.sample_index.values()})
 
 
@@ -103,9 +104,12 @@ def test_manifest_describes_the_conversion(standard_tree: Path, tmp_path: Path,
     assert manifest.created_by.startswith("packer ")
     assert manifest.scan.filter == "extensions" and manifest.scan.other_files == 1
     assert manifest.scan.symlink_loops == "walked_once"
-    assert [s.path for s in manifest.shards] == [f"shard-00000{backend.suffix}"]
+    [shard] = manifest.shards
+    assert re.fullmatch(rf"shard-[0-9a-f]{{16}}{re.escape(backend.suffix)}", shard.path)
+    assert shard.path == f"shard-{shard.sha256[:16]}{backend.suffix}"  # named by its contents
     assert sorted(os.listdir(tmp_path / "dst")) == sorted(
-        [MANIFEST_NAME, f"shard-00000{backend.suffix}", "samples"])  # no marker, no staging
+        [MANIFEST_NAME, shard.path, "samples", "versions"])  # no marker, no staging
+    assert manifest.version == 1 and manifest.last_update == {}
     assert dataset_files(tmp_path / "dst") == set(tree_files(tmp_path / "dst"))
     for entry in [*manifest.shards, *manifest.sample_index.values()]:
         data = (tmp_path / "dst" / entry.path).read_bytes()
@@ -203,7 +207,7 @@ def test_strict_raises_naming_the_file_and_leaves_an_incomplete_dst(
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
         open_dataset(dst)
     # no half-written shard is left where a finished one would be
-    assert not (dst / f"shard-00000{backend.suffix}").exists()
+    assert not list(dst.glob(f"shard-*{backend.suffix}"))
 
 
 def test_strict_on_a_clean_tree_converts(standard_tree: Path, tmp_path: Path,
@@ -308,7 +312,7 @@ class _Crash(BaseException):
     """Stands for the process being killed."""
 
 
-@pytest.mark.parametrize("crash_at", ["index.json", "shard-00001", "samples"])
+@pytest.mark.parametrize("crash_at", ["index.json", "shard-", "samples"])
 def test_a_crash_while_clearing_for_overwrite_leaves_an_incomplete_dst(
         standard_tree: Path, tmp_path: Path, backend: Backend, monkeypatch: pytest.MonkeyPatch,
         crash_at: str) -> None:
@@ -429,7 +433,7 @@ def test_same_tree_twice_gives_identical_datasets(standard_tree: Path, tmp_path:
     assert [s.sha256 for s in one.shards] == [s.sha256 for s in two.shards]
     assert tree_files(tmp_path / "one").keys() == tree_files(tmp_path / "two").keys()
     for rel, (size, digest) in tree_files(tmp_path / "one").items():
-        if rel != MANIFEST_NAME:
+        if rel != MANIFEST_NAME and not rel.startswith("versions/"):  # created_at differs
             assert tree_files(tmp_path / "two")[rel] == (size, digest), rel
     first = json.loads((tmp_path / "one" / MANIFEST_NAME).read_text())
     second = json.loads((tmp_path / "two" / MANIFEST_NAME).read_text())
@@ -444,11 +448,11 @@ def test_small_shard_size_splits_contiguously(standard_tree: Path, tmp_path: Pat
     dst = tmp_path / "dst"
     manifest = convert(standard_tree, dst, to=backend.name, shard_size="2kB").manifest
     index = scan_imagefolder(standard_tree)
-    plans = plan_shards([item.size for item in index.items], 2000)
+    plans = plan_shards([item.size for item in index.items], [item.relpath for item in index.items], 2000)
     assert len(manifest.shards) == len(plans) >= 3
     first = 0
-    for number, (shard, plan) in enumerate(zip(manifest.shards, plans, strict=True)):
-        assert shard.path == f"shard-{number:05d}{backend.suffix}"
+    for shard, plan in zip(manifest.shards, plans, strict=True):
+        assert shard.path == f"shard-{shard.sha256[:16]}{backend.suffix}"
         assert shard.first == first == plan.start
         assert shard.num_samples == plan.num_items
         first += shard.num_samples
@@ -540,7 +544,7 @@ def test_interrupted_conversion_is_incomplete_and_can_be_redone(
         with pytest.raises(OutputError, match="disk is full.*simulated.*--resume"):
             convert(standard_tree, dst, to=backend.name, shard_size=2000, workers=1)
     assert (dst / IN_PROGRESS_NAME).exists()
-    assert (dst / f"shard-00000{backend.suffix}").exists()
+    assert list(dst.glob(f"shard-*{backend.suffix}"))
     assert not (dst / MANIFEST_NAME).exists()
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
         open_dataset(dst)
@@ -574,8 +578,8 @@ def test_damaged_dataset_is_a_shard_error(standard_tree: Path, tmp_path: Path, b
             handle.write(b"\x00" * 10)
         match = f"{shard.name} has"
     else:
-        (dst / "samples" / "paths.bin").unlink()
-        match = "paths.bin is missing"
+        (dst / manifest.sample_index["paths"].path).unlink()
+        match = r"samples/paths-[0-9a-f]{16}\.bin is missing"
     with pytest.raises(ShardError, match=match) as info:
         open_dataset(dst)
     assert "--overwrite" in str(info.value)

@@ -70,7 +70,7 @@ def test_start_replaces_a_dataset_and_claim_agrees_on_one_plan(tmp_path: Path) -
     one = plan_job(src, arrays, options, overwrite=False, resume=True, num_tasks=2)
     _, mine, _ = one.destination.claim(one.plan, 0)
     _, theirs, _ = one.destination.claim(one.plan, 1)
-    assert sorted(mine + theirs) == list(range(len(one.plan.shard_names)))
+    assert sorted(mine + theirs) == list(range(one.plan.num_shards))
     other = plan_job(src, arrays, ConversionOptions(to="lmdb", shard_size="8KB"), overwrite=False,
                      resume=True, num_tasks=2)
     with pytest.raises(ResumeError, match="every array task must run the same command"):

@@ -95,8 +95,11 @@ def test_save_and_load(tmp_path: Path) -> None:
     manifest = example_manifest()
     path = manifest.save(tmp_path)
     assert path == os.path.join(tmp_path, MANIFEST_NAME)
-    assert os.listdir(tmp_path) == [MANIFEST_NAME]  # no temporary file left behind
+    assert sorted(os.listdir(tmp_path)) == [MANIFEST_NAME, "versions"]  # no temporary file left behind
+    assert os.listdir(tmp_path / "versions") == ["00001.json"]  # the version, kept
     assert Path(path).read_text(encoding="utf-8") == manifest.to_json()
+    assert (tmp_path / "versions" / "00001.json").read_text(encoding="utf-8") == manifest.to_json()
+    assert Manifest.load(tmp_path, 1) == manifest
     loaded = Manifest.load(tmp_path)
     assert loaded == manifest
     assert loaded.num_samples == 3
@@ -261,11 +264,16 @@ relpaths = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_
 @given(st.lists(st.tuples(relpaths, st.integers(0, 2**40)), max_size=30))
 def test_sample_index_round_trip(samples: list[tuple[str, int]]) -> None:
     with tempfile.TemporaryDirectory() as root:
-        entries = write_sample_index(root, [p for p, _ in samples], [t for _, t in samples])
-        assert {e.path for e in entries.values()} == set(INDEX_FILES.values())
-        for entry in entries.values():
+        sources = [(len(p), 7, -i) for i, (p, _) in enumerate(samples)]
+        entries = write_sample_index(root, [p for p, _ in samples], [t for _, t in samples], sources)
+        assert set(entries) == {*INDEX_FILES, "sources"}
+        for key, entry in entries.items():
+            stem, suffix = os.path.splitext(INDEX_FILES.get(key, "samples/sources.npy"))
+            assert entry.path == f"{stem}-{entry.sha256[:16]}{suffix}"  # named by its contents
             assert os.path.getsize(os.path.join(root, entry.path)) == entry.num_bytes
-        index = pickle.loads(pickle.dumps(SampleIndex(root, len(samples))))
+        files = {key: entry.path for key, entry in entries.items()}
+        index = pickle.loads(pickle.dumps(SampleIndex(root, len(samples), files)))
+        assert index.sources is not None and index.sources.tolist() == [list(s) for s in sources]
         assert [index.path(i) for i in range(len(samples))] == [p for p, _ in samples]
         assert index.targets.dtype == np.int64
         assert index.targets.tolist() == [t for _, t in samples]

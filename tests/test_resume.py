@@ -9,6 +9,7 @@ gives: same shard bytes, same sample index, same manifest apart from `created_at
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -117,7 +118,7 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path: Path, backend
     assert info.exit_code == 1 and "incomplete" in info.stderr and "--resume" in info.stderr
 
     shards_before = {p.name: p.stat().st_mtime_ns for p in dst.glob("shard-*")}
-    finished_before = [p.name.removesuffix(".json") for p in dst.glob(".receipts/*.json")]
+    finished_before = [json.loads(p.read_text())["entry"]["path"] for p in dst.glob(".receipts/*.json")]
     plain = runner.invoke(cli, ["convert", str(src), str(dst), "--to", backend.name,
                                 "--shard-size", SHARD_SIZE])
     assert plain.exit_code == 3
@@ -259,9 +260,9 @@ def test_segments_plan_covers_every_item_once() -> None:
     from packer.conversion.tasks import SegmentTask, ShardTask
     from packer.format.codecs import OriginalCodec
 
-    items = tuple((f"c/{i}.jpg", 0, 100 + i) for i in range(50))
-    shard = ShardTask(0, "shard-00000.lmdb", "/src", "/dst", "/dst/.tmp", "lmdb", OriginalCodec(),
-                      "full", 10, False, sum(s for _, _, s in items), items, "fp")
+    items = tuple((f"c/{i}.jpg", 0, 100 + i, 1) for i in range(50))
+    shard = ShardTask(0, "shard-00000", "/src", "/dst", "/dst/.tmp", "lmdb", OriginalCodec(),
+                      "full", 10, False, sum(s for _, _, s, _ in items), items, "fp", "inputs", {})
     assert make_tasks([shard], 1) == [shard]
     tasks = make_tasks([shard], 2)
     assert all(isinstance(t, SegmentTask) for t in tasks)

@@ -203,3 +203,56 @@ def test_bench_transforms(tmp_path: Path) -> None:
     for kind in ("train", "eval"):
         speedup = rf"{kind} speedup: [\d.]+x per worker \(Normalize on a GPU\), [\d.]+x all on the CPU"
         assert re.search(speedup, text), text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_bench_update(tmp_path: Path) -> None:
+    src = tiny_tree(tmp_path / "src", per_class=8, classes=("ant", "bee", "cow"))
+
+    def tree(root: Path) -> dict[str, tuple[bytes, int]]:
+        return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in root.rglob("*")
+                if p.is_file()}
+
+    before = tree(src)
+    work = tmp_path / "work"
+    scenarios = ("a-added", "b-removed", "c-changed", "d-new-class", "e-added-1pct")
+    # 3kB shards of ~1.8 kB images, about one image a shard: no stretch long enough to be cut into
+    # pieces, so the bounds hold on this tree (seeds 0-5 checked) and the script exits 0; it exits 1
+    # when a bound fails or an update differs from a fresh conversion.
+    text = run_script("bench_update.py", src, "--workdir", work, "--shard-size", "3kB", "--files", "3",
+                      "--workers", "1", "--check", cwd=tmp_path).stdout
+    assert "24 images; backend lmdb, shard size 3kB, --files 3, seed 0" in text
+    assert re.search(r"^scenario +edit +files \+/-/~ +shards written/total +touched +bytes written +vs full "
+                     r"+update s +vs full +bound +same as convert$", text, re.M), text
+    for name in scenarios:
+        row = (rf"^{name} .* [+]\d+/-\d+/~\d+ +\d+/\d+ +\d+ \([+-]\d+\) +[\d.]+ [kM]B +[\d.]+ % "
+               rf"+[\d.]+ +[\d.]+x  ok \(<= \d+\) +equal$")
+        assert re.search(row, text, re.M), (name, text)
+    baseline = r"^full conversion \(baseline\): 24 images, \d+ shards, [\d.]+ [kM]B of shards, [\d.]+ s$"
+    assert re.search(baseline, text, re.M), text
+    assert "FAIL" not in text and "DIFFERENT" not in text
+    # SRC untouched; the work directory keeps the copies and datasets it documents.
+    assert tree(src) == before
+    assert (work / "src").is_dir() and (work / "base" / "index.json").is_file()
+    for name in scenarios:
+        assert (work / name / "dst" / "index.json").is_file()
+        assert (work / name / "fresh" / "index.json").is_file()
+        assert set(json.loads((work / name / "edits.json").read_text())) == {"added", "removed", "changed",
+                                                                            "new_class"}
+
+    figures = json.loads(run_script("bench_update.py", src, "--workdir", work, "--shard-size", "3kB",
+                                    "--files", "3", "--workers", "1", "--to", "hdf5", "--json",
+                                    cwd=tmp_path).stdout)
+    assert figures["backend"] == "hdf5" and figures["ok"] is True and figures["check"] is False
+    assert figures["baseline"]["images"] == 24 and figures["baseline"]["seconds"] > 0
+    rows = {row["scenario"]: row for row in figures["scenarios"]}
+    assert list(rows) == list(scenarios)
+    counts = {name: (row["files_added"], row["files_removed"], row["files_changed"])
+              for name, row in rows.items()}
+    assert counts == {"a-added": (3, 0, 0), "b-removed": (0, 3, 0), "c-changed": (0, 0, 3),
+                      "d-new-class": (8, 0, 0), "e-added-1pct": (1, 0, 0)}
+    for row in rows.values():
+        assert row["bound_ok"] and row["shards_written"] <= row["bound"] and row["version"] == 2, row
+        assert row["shards_written"] + row["shards_reused"] == row["shards_total"], row
+        assert 0 <= row["bytes_vs_full"] and row["seconds"] > 0 and "equal" not in row, row

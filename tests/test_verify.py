@@ -87,7 +87,7 @@ def test_a_clean_dataset_verifies_at_every_depth(dst: Path, src: Path) -> None:
     plain = verify_dataset(dst)
     assert plain.ok and plain.problems == () and plain.problem_counts == {}
     assert plain.shards_checked == plain.num_shards == len(shards(dst))
-    assert plain.files_checked == plain.num_shards + 3
+    assert plain.files_checked == plain.num_shards + 4  # targets, path offsets, paths, sources
     assert plain.num_samples == NUM_SAMPLES and plain.samples_checked == 0
     assert plain.bytes_hashed == packer.Manifest.load(dst).num_bytes
 
@@ -156,12 +156,12 @@ def test_every_damaged_shard_is_named(dst: Path, src: Path) -> None:
 
 
 def test_a_damaged_sample_index_file(dst: Path) -> None:
-    flip_middle_byte(dst / "samples" / "paths.bin")
-    targets = dst / "samples" / "targets.npy"
+    paths, targets_name = index_file(dst, "paths"), index_file(dst, "targets")
+    flip_middle_byte(dst / paths)
+    targets = dst / targets_name
     targets.write_bytes(targets.read_bytes()[:-8])
     report = verify_dataset(dst, deep=True)
-    assert kinds(report) == [("checksum_mismatch", "samples/paths.bin"),
-                             ("size_mismatch", "samples/targets.npy")]
+    assert kinds(report) == sorted([("checksum_mismatch", paths), ("size_mismatch", targets_name)])
     assert report.shards_checked == report.num_shards
     assert report.samples_checked == NUM_SAMPLES  # shards are intact: every sample still decodes
     assert any("labels and paths were not checked" in note for note in report.notes)
@@ -181,7 +181,7 @@ def test_shards_holding_other_counts_than_the_manifest(dst: Path) -> None:
     assert verify_dataset(dst).ok  # files and ranges are fine; only reading shows it
     first, second = shards(dst)[:2]
     report = verify_dataset(dst, deep=True)
-    assert kinds(report) == [("count_mismatch", first["path"]), ("count_mismatch", second["path"])]
+    assert kinds(report) == sorted([("count_mismatch", first["path"]), ("count_mismatch", second["path"])])
     assert f"holds {first['num_samples'] + 1} records" in kinds_messages(report)[first["path"]]
     assert report.samples_skipped == first["num_samples"] + second["num_samples"]
 
@@ -202,9 +202,14 @@ def test_an_undecodable_sample_is_a_decode_error(make_tree: Callable[..., Path],
     assert report.samples_checked == 3
 
 
+def index_file(dst: Path, key: str) -> str:
+    """The sample-index file ``key`` (``targets``, ``paths``, ...) as the manifest names it."""
+    return str(packer.Manifest.load(dst).sample_index[key].path)
+
+
 def replace_targets(dst: Path, change: Callable[[np.ndarray], None]) -> None:
-    """Rewrite ``targets.npy`` and its manifest entry, so that only deep checks can tell."""
-    path = dst / "samples" / "targets.npy"
+    """Rewrite the targets file and its manifest entry, so that only deep checks can tell."""
+    path = dst / index_file(dst, "targets")
     targets = np.load(path)
     change(targets)
     np.save(path, targets, allow_pickle=False)
@@ -226,7 +231,7 @@ def test_labels_that_disagree_with_paths_and_counts(dst: Path) -> None:
     assert verify_dataset(dst).ok
     report = verify_dataset(dst, deep=True)
     assert kinds(report) == [("label_error", "ant/0.png"), ("label_error", "bee/1.png"),
-                             ("label_error", "cat/4.png"), ("label_error", "samples/targets.npy")]
+                             ("label_error", "cat/4.png"), ("label_error", index_file(dst, "targets"))]
     assert "target 99" in kinds_messages(report)["bee/1.png"]
     assert report.problem_counts == {"label_error": 4}
 

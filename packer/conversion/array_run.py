@@ -19,7 +19,7 @@ from packer.conversion.execution import choose_engine, write_error, write_shards
 from packer.conversion.job import plan_job
 from packer.conversion.merging import unwritten_shards
 from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
-from packer.conversion.plan import shards_of_task
+from packer.conversion.plan import shard_name, shards_of_task
 from packer.format.codecs import DEFAULT_MAX_PIXELS
 
 __all__ = ["TaskResult", "convert_task", "run_conversion_task"]
@@ -105,14 +105,14 @@ def run_conversion_task(src: str | os.PathLike[str], dst: str | os.PathLike[str]
     destination, plan = job.destination, job.plan
     if job.state == "complete":
         destination.ensure_complete(plan.fingerprint)  # or raise: a dataset of another plan
-        names = tuple(plan.shard_names[i] for i in shards_of_task(len(job.tasks), task_id, num_tasks))
+        names = tuple(shard_name(i) for i in shards_of_task(len(job.tasks), task_id, num_tasks))
         return TaskResult(job.dst, task_id, num_tasks, names, 0, len(names), 0, 0,
                           time.perf_counter() - started, 0, (), already_complete=True)
     try:
         staging, mine, kept = destination.claim(plan, task_id)
     except OSError as err:
         raise write_error(job.dst, err) from err
-    names = tuple(plan.shard_names[i] for i in mine)
+    names = tuple(shard_name(i) for i in mine)
     todo = [job.tasks[i] for i in mine if i not in kept]
     results = write_shards(job, todo, kept, staging, chosen, progress=progress)
     shutil.rmtree(staging, ignore_errors=True)
@@ -122,4 +122,4 @@ def run_conversion_task(src: str | os.PathLike[str], dst: str | os.PathLike[str]
                       sum(len(r.relpaths) for r in results.values()),
                       sum(len(r.skipped) for r in results.values()), time.perf_counter() - started,
                       sum(r.bytes_in for r in written.values()),
-                      tuple(plan.shard_names[i] for i in missing))
+                      tuple(shard_name(i) for i in missing))

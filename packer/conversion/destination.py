@@ -34,13 +34,14 @@ from packer.conversion.plan import JobPlan, shards_of_task
 from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, load_receipt
 from packer.errors import OutputError, OutputExistsError, ResumeError
 from packer.format.durable import atomic_write_bytes, fsync_dir, is_temporary_name
-from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, Manifest
-from packer.format.sample_index import INDEX_FILES
+from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, VERSIONS_DIR, Manifest
+from packer.format.sample_index import SAMPLES_DIR
 
 __all__ = ["TMP_DIR", "Destination", "DestinationState"]
 
 #: DST's staging area: shards are written here, then renamed into DST.
 TMP_DIR = ".tmp"
+
 _SNIFF_BYTES = 64 << 20
 
 
@@ -167,8 +168,8 @@ class Destination:
             self._clear()
         self.remove_stray_temporaries()
         atomic_write_bytes(os.path.join(self.path, IN_PROGRESS_NAME), _marker_bytes(plan))
-        staging = self._emptied(os.path.join(self.path, TMP_DIR))
-        kept = self.keep_finished(plan.shard_names, plan.shard_fingerprints) if keep else {}
+        staging = self.emptied(os.path.join(self.path, TMP_DIR))
+        kept = self.keep_finished(plan.shard_fingerprints) if keep else {}
         return staging, kept
 
     def claim(self, plan: JobPlan, task_id: int) -> tuple[str, list[int], dict[int, ShardResult]]:
@@ -183,7 +184,7 @@ class Destination:
             ResumeError: DST holds the plan of another source, other options or task count.
         """
         num_tasks = plan.num_tasks or 1
-        mine = shards_of_task(len(plan.shard_names), task_id, num_tasks)
+        mine = shards_of_task(plan.num_shards, task_id, num_tasks)
         os.makedirs(self.path, exist_ok=True)
         marker = os.path.join(self.path, IN_PROGRESS_NAME)
         aside = os.path.join(self.path, f".{IN_PROGRESS_NAME}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
@@ -207,24 +208,21 @@ class Destination:
         if recorded.get("num_tasks") != plan.num_tasks:
             raise ResumeError(f"{self.path!r} is being converted as {recorded.get('num_tasks')} tasks, "
                               f"not {plan.num_tasks}: every array task must use the same --num-tasks.")
-        staging = self._emptied(os.path.join(self.path, TMP_DIR,
+        staging = self.emptied(os.path.join(self.path, TMP_DIR,
                                              f"task-{task_id:05d}-of-{num_tasks:05d}"))
-        kept = self.keep_finished([plan.shard_names[i] for i in mine],
-                                  [plan.shard_fingerprints[i] for i in mine])
+        kept = self.keep_finished([plan.shard_fingerprints[i] for i in mine])
         return staging, mine, {mine[position]: result for position, result in kept.items()}
 
-    def keep_finished(self, names: Sequence[str], fingerprints: Sequence[str]) -> dict[int, ShardResult]:
-        """The shards already finished in DST for this plan (by position in ``names``); delete
-        shard files that are not. A shard is kept when its file and receipt are both there, its
-        size matches the receipt and the receipt's fingerprint matches the planned shard."""
+    def keep_finished(self, fingerprints: Sequence[str]) -> dict[int, ShardResult]:
+        """The shards already finished in DST for these planned ``fingerprints`` (by position).
+        A shard is kept when its receipt matches the planned shard and its file is there with
+        the size the receipt records. (A shard renamed in whose receipt was never written is
+        written again: it gets the same content name, and the file already there is kept.)"""
         kept: dict[int, ShardResult] = {}
-        for index, (name, fingerprint) in enumerate(zip(names, fingerprints, strict=True)):
-            receipt = load_receipt(self.path, name)
-            if receipt is not None and receipt.fingerprint == fingerprint:
+        for index, fingerprint in enumerate(fingerprints):
+            receipt = load_receipt(self.path, fingerprint)
+            if receipt is not None:
                 kept[index] = receipt
-                continue
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(self.path, name))
         return kept
 
     def discard_staging(self, staging: str | None = None) -> None:
@@ -239,8 +237,8 @@ class Destination:
 
     def remove_stray_temporaries(self) -> None:
         """Delete half-written ``.<name>.<pid>.tmp`` files a killed run left (see durable.py)."""
-        samples = os.path.dirname(INDEX_FILES["targets"])
-        for folder in (self.path, os.path.join(self.path, samples), os.path.join(self.path, RECEIPTS_DIR)):
+        for folder in (self.path, os.path.join(self.path, SAMPLES_DIR), os.path.join(self.path, VERSIONS_DIR),
+                       os.path.join(self.path, RECEIPTS_DIR)):
             if not os.path.isdir(folder):
                 continue
             for name in os.listdir(folder):
@@ -276,7 +274,8 @@ class Destination:
                 os.unlink(path)
 
     @staticmethod
-    def _emptied(staging: str) -> str:
+    def emptied(staging: str) -> str:
+        """``staging``, created empty (what an earlier attempt left there is gone)."""
         if os.path.isdir(staging):
             shutil.rmtree(staging)
         os.makedirs(staging)

@@ -156,11 +156,12 @@ def dry_run(src: str | os.PathLike[str], options: ConversionOptions) -> Conversi
     empty = tuple(name for name, count in zip(index.classes, counts, strict=True) if count == 0)
     original = chosen_codec.keeps_source_bytes
     shards = tuple(
-        PlannedShard(plan.index, shard_name(plan.index, backend.suffix), plan.start,
+        PlannedShard(plan.index, shard_name(plan.index), plan.start,
                      plan.stop, plan.planned_bytes,
                      backend.estimate_shard_bytes(sizes[plan.start:plan.stop]) if original else None,
                      items[plan.start].relpath, items[plan.stop - 1].relpath)
-        for plan in plan_shards(planned_item_sizes(index, chosen_codec), planned_size)
+        for plan in plan_shards(planned_item_sizes(index, chosen_codec), [item.relpath for item in items],
+                                planned_size)
     )
     estimate: int | None = None
     if original and all(s.estimated_bytes is not None for s in shards):
@@ -169,7 +170,8 @@ def dry_run(src: str | os.PathLike[str], options: ConversionOptions) -> Conversi
         paths = sum(len(item.relpath.encode("utf-8", "surrogateescape")) for item in items)
         estimate = (sum(s.estimated_bytes or 0 for s in shards)
                     + estimate_index_bytes(len(items), paths)
-                    + estimate_manifest_bytes(index.root, len(shards), index.classes, listed))
+                    # index.json, and its copy versions/00001.json
+                    + 2 * estimate_manifest_bytes(index.root, len(shards), index.classes, listed))
     return ConversionPlan(
         src=index.root, backend=backend.name, codec=codec_name, shard_size=planned_size,
         classes=index.classes, class_counts=tuple(counts), empty_classes=empty,

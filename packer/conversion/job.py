@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from packer.conversion.destination import Destination, DestinationState
 from packer.conversion.options import ConversionOptions
 from packer.conversion.plan import JobPlan, planned_item_sizes, scan_info, shard_name
-from packer.conversion.resume import plan_fingerprint, shard_fingerprint
+from packer.conversion.resume import plan_fingerprint, shard_fingerprint, shard_inputs
 from packer.conversion.sharding import plan_shards
 from packer.conversion.tasks import ShardTask
 from packer.errors import SourceError
 from packer.source.imagefolder import FolderIndex, scan_imagefolder
 from packer.source.listfile import ListSource, scan_listfile
 
-__all__ = ["Job", "plan_job", "scan_source"]
+__all__ = ["Job", "plan_job", "plan_source", "scan_source", "source_root"]
 
 
 @dataclass(frozen=True)
@@ -46,34 +46,47 @@ def plan_job(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: 
     Raises what :func:`packer.convert` raises before it writes anything.
     """
     src_path = os.path.abspath(os.fspath(src))
-    root = os.fspath(options.root or os.path.dirname(src_path)) if os.path.isfile(src_path) else src_path
     destination = Destination(dst)
-    state = destination.check(root, overwrite=overwrite, resume=resume)
+    state = destination.check(source_root(src_path, options), overwrite=overwrite, resume=resume)
+    return plan_source(src_path, destination, state, options, num_tasks=num_tasks)
+
+
+def source_root(src_path: str, options: ConversionOptions) -> str:
+    """The folder SRC's files lie under: the tree itself, or a list file's ``--root`` (its folder)."""
+    if os.path.isfile(src_path):
+        return os.fspath(options.root or os.path.dirname(src_path))
+    return src_path
+
+
+def plan_source(src_path: str, destination: Destination, state: DestinationState,
+                options: ConversionOptions, *, num_tasks: int | None) -> Job:
+    """Scan SRC (an absolute path) and plan its shards for ``destination``; touch nothing."""
     listed, index = scan_source(src_path, options)
     recorded = options.recorded()
     fingerprint = plan_fingerprint(src_path, recorded, index,
                                    listed.metadata if listed is not None else ())
     codec = options.stored_as
-    plans = plan_shards(planned_item_sizes(index, codec), options.shard_bytes)
-    names = tuple(shard_name(p.index, options.backend.suffix) for p in plans)
-    identities = [tuple((it.relpath, it.label, it.size, it.mtime_ns) for it in index.items[p.start:p.stop])
-                  for p in plans]
-    items = [tuple(identity[:3] for identity in shard) for shard in identities]
+    plans = plan_shards(planned_item_sizes(index, codec), [item.relpath for item in index.items],
+                        options.shard_bytes)
+    items = [tuple((it.relpath, it.label, it.size, it.mtime_ns) for it in index.items[p.start:p.stop])
+             for p in plans]
     metadata = [listed.metadata[p.start:p.stop] if listed is not None else () for p in plans]
-    fingerprints = tuple(shard_fingerprint(p.index, recorded, identities[p.index], metadata[p.index])
+    fingerprints = tuple(shard_fingerprint(p.index, recorded, items[p.index], metadata[p.index])
                          for p in plans)
+    inputs = tuple(shard_inputs(recorded, [(relpath, size, mtime) for relpath, _, size, mtime in shard])
+                   for shard in items)
     listing = None if listed is None else {
         "list": listed.listfile, "format": listed.format, "root": index.root,
         "path_column": listed.path_column, "label_column": listed.label_column,
         "classes_file": listed.classes_file, "labels": "numbers" if listed.labels_are_numbers else "names",
         "metadata_columns": list(listed.metadata_columns)}
     plan = JobPlan(src_path, recorded, fingerprint, len(index.items), tuple(index.classes),
-                   scan_info(index, "list" if listed is not None else options.scan_filter), names,
-                   fingerprints, num_tasks, listing)
-    tasks = tuple(ShardTask(p.index, names[p.index], index.root, destination.path, "",
+                   scan_info(index, "list" if listed is not None else options.scan_filter),
+                   fingerprints, inputs, num_tasks, listing)
+    tasks = tuple(ShardTask(p.index, shard_name(p.index), index.root, destination.path, "",
                             options.backend.name, codec, options.check, options.max_pixels,
                             options.strict, p.planned_bytes, items[p.index], fingerprints[p.index],
-                            metadata[p.index], listed is not None)
+                            inputs[p.index], recorded, metadata[p.index], listed is not None)
                   for p in plans)
     return Job(src_path, destination, state, index, plan, tasks)
 

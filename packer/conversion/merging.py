@@ -22,7 +22,7 @@ from importlib import metadata
 from typing import Any
 
 from packer.conversion.destination import Destination, DestinationState
-from packer.conversion.plan import JobPlan
+from packer.conversion.plan import JobPlan, describe_shards, shard_name
 from packer.conversion.receipts import ShardResult, load_receipt, receipt_path
 from packer.errors import MissingShardsError, NotADatasetError, OutputError
 from packer.format.durable import sha256_file
@@ -47,19 +47,24 @@ class MergeResult:
     already_complete: bool = False
 
 
-def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult]) -> Manifest:
-    """Number the shards, write the sample index, then the manifest, last (atomically)."""
+def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, version: int = 1,
+                   last_update: dict[str, Any] | None = None) -> Manifest:
+    """Number the shards, write the sample index, then the manifest, last (atomically): the
+    switch to ``version`` (1 for a conversion; ``last_update``: what an update did)."""
     shards: list[ShardEntry] = []
     relpaths: list[str] = []
     targets: list[int] = []
     metadata: list[str] = []
+    sources: list[tuple[int, int, int]] = []
     for result in results:
         shards.append(replace(result.entry, first=len(relpaths)))
         relpaths.extend(result.relpaths)
         targets.extend(result.targets)
         metadata.extend(result.metadata)
+        sources.extend(result.sources)
     listing = plan.listing
-    extra: dict[str, Any] = {"shard_size": plan.options["shard_size"], "plan_fingerprint": plan.fingerprint}
+    extra: dict[str, Any] = {"shard_size": plan.options["shard_size"], "plan_fingerprint": plan.fingerprint,
+                             "options": plan.options}
     if listing is not None:
         extra["list"] = listing
     counts = [0] * len(plan.classes)
@@ -76,13 +81,15 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult]) -> M
         class_counts=tuple(counts),
         shards=tuple(shards),
         sample_index=write_sample_index(
-            dst, relpaths, targets, metadata if listing and listing["metadata_columns"] else None),
+            dst, relpaths, targets, sources, metadata if listing and listing["metadata_columns"] else None),
         skipped=tuple(s for r in results for s in r.skipped),
         scan=plan.scan,
         source=plan.source,
         created_by=f"packer {packer_version()}",
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         extra=extra,
+        version=version,
+        last_update=last_update or {},
     )
     manifest.save(dst)
     return manifest
@@ -92,10 +99,9 @@ def finished_shards(dst: str, plan: JobPlan) -> tuple[dict[int, ShardResult], li
     """Receipts of the planned shards that are finished, and the numbers of those that are not."""
     found: dict[int, ShardResult] = {}
     missing: list[int] = []
-    for number, (name, fingerprint) in enumerate(zip(plan.shard_names, plan.shard_fingerprints,
-                                                     strict=True)):
-        receipt = load_receipt(dst, name)
-        if receipt is not None and receipt.fingerprint == fingerprint:
+    for number, fingerprint in enumerate(plan.shard_fingerprints):
+        receipt = load_receipt(dst, fingerprint)
+        if receipt is not None:
             found[number] = receipt
         else:
             missing.append(number)
@@ -103,20 +109,10 @@ def finished_shards(dst: str, plan: JobPlan) -> tuple[dict[int, ShardResult], li
 
 
 def unwritten_shards(dst: str, plan: JobPlan) -> list[int]:
-    """Numbers of the planned shards whose file or receipt is not in DST yet: a cheap look
-    (no receipt is read; :func:`finished_shards` reads and checks them all)."""
-    return [number for number, name in enumerate(plan.shard_names)
-            if not (os.path.exists(receipt_path(dst, name)) and os.path.exists(os.path.join(dst, name)))]
-
-
-def _describe(plan: JobPlan, numbers: list[int], limit: int = 10) -> str:
-    names = []
-    for number in numbers[:limit]:
-        task = plan.task_of(number)
-        owner = f" (task {task} of {plan.num_tasks})" if task is not None else ""
-        names.append(plan.shard_names[number] + owner)
-    more = f" and {len(numbers) - limit} more" if len(numbers) > limit else ""
-    return ", ".join(names) + more
+    """Numbers of the planned shards without a receipt in DST yet: a cheap look (no receipt is
+    read; :func:`finished_shards` reads and checks them all)."""
+    return [number for number, fingerprint in enumerate(plan.shard_fingerprints)
+            if not os.path.exists(receipt_path(dst, fingerprint))]
 
 
 def _rerun_hint(plan: JobPlan, numbers: list[int]) -> str:
@@ -157,9 +153,9 @@ def merge(dst: str | os.PathLike[str], *, verify: bool = True,
     found, missing = finished_shards(path, plan)
     if missing:
         raise MissingShardsError(
-            f"Cannot merge {path!r}: {len(missing)} of {len(plan.shard_names)} shard files are missing "
-            f"or unfinished: {_describe(plan, missing)}. Wait for running tasks to finish, or "
-            f"{_rerun_hint(plan, missing)}.", missing=[plan.shard_names[n] for n in missing])
+            f"Cannot merge {path!r}: {len(missing)} of {plan.num_shards} shard files are missing "
+            f"or unfinished: {describe_shards(plan, missing)}. Wait for running tasks to finish, or "
+            f"{_rerun_hint(plan, missing)}.", missing=[shard_name(n) for n in missing])
     damaged = []
     for number, result in sorted(found.items()):
         if on_shard is not None:
@@ -168,14 +164,15 @@ def merge(dst: str | os.PathLike[str], *, verify: bool = True,
             damaged.append(number)
     if damaged:
         for number in damaged:
-            _forget(path, plan.shard_names[number])
+            _forget(path, plan.shard_fingerprints[number], found[number].entry.path)
         raise MissingShardsError(
             f"Cannot merge {path!r}: {len(damaged)} shard file(s) do not match the checksum their "
-            f"task recorded and were removed: {_describe(plan, damaged)}. Then {_rerun_hint(plan, damaged)}.",
-            missing=[plan.shard_names[n] for n in damaged])
+            f"task recorded and were removed: {', '.join(found[n].entry.path for n in damaged)} "
+            f"({describe_shards(plan, damaged)}). Then "
+            f"{_rerun_hint(plan, damaged)}.", missing=[found[n].entry.path for n in damaged])
     try:
         destination.remove_stray_temporaries()
-        manifest = build_manifest(path, plan, [found[n] for n in range(len(plan.shard_names))])
+        manifest = build_manifest(path, plan, [found[n] for n in range(plan.num_shards)])
         destination.finish()
     except OSError as err:
         raise OutputError(f"Writing the manifest of {path!r} failed: {err.strerror or err}. Fix it "
@@ -184,9 +181,9 @@ def merge(dst: str | os.PathLike[str], *, verify: bool = True,
     return MergeResult(path, manifest)
 
 
-def _forget(dst: str, name: str) -> None:
+def _forget(dst: str, fingerprint: str, name: str) -> None:
     """Remove a damaged shard and its receipt, so that its task writes it again."""
-    for victim in (receipt_path(dst, name), os.path.join(dst, name)):
+    for victim in (receipt_path(dst, fingerprint), os.path.join(dst, name)):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(victim)
 

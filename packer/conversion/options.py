@@ -101,6 +101,35 @@ class ConversionOptions:
         """How image files are recognised: ``"extensions"`` or ``"is_valid_file"``."""
         return "is_valid_file" if self.is_valid_file is not None else "extensions"
 
+    @classmethod
+    def from_recorded(cls, recorded: Mapping[str, Any], *, strict: bool = False,
+                      is_valid_file: Callable[[str], bool] | None = None) -> ConversionOptions:
+        """The options a dataset recorded (``manifest.extra["options"]``), to convert its source
+        again the same way (``packer update``).
+
+        Raises:
+            ValueError: the dataset was converted with an ``is_valid_file`` filter and none was
+                given (or one was given for a dataset without), or the record is not this
+                packer's.
+        """
+        if (recorded.get("filter") == "is_valid_file") != (is_valid_file is not None):
+            if is_valid_file is None:
+                raise ValueError("the dataset was converted with a custom is_valid_file filter: pass the "
+                                 "same is_valid_file (from Python) to convert its source the same way")
+            raise ValueError("is_valid_file was given, but the dataset was converted without one")
+        listed = dict(recorded.get("list") or {})
+        options = cls(to=recorded["backend"], shard_size=recorded["shard_size"], codec=recorded["codec"],
+                      codec_options=recorded["codec_params"], check=recorded["check"],
+                      max_pixels=recorded["max_pixels"], strict=strict,
+                      include_hidden=recorded["include_hidden"], allow_empty=recorded["allow_empty"],
+                      is_valid_file=is_valid_file, root=listed.get("root"),
+                      path_column=listed.get("path_column"), label_column=listed.get("label_column"),
+                      classes_file=listed.get("classes_file"))
+        if options.recorded() != dict(recorded):
+            raise ValueError(f"the recorded options {dict(recorded)} cannot be rebuilt by this packer "
+                             f"(they give {options.recorded()})")
+        return options
+
     def recorded(self) -> dict[str, Any]:
         """The options as recorded in DST's plan (and fingerprinted): equal records, equal bytes."""
         return {

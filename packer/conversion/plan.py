@@ -21,7 +21,7 @@ from packer.format.manifest import ScanInfo
 from packer.source.imagecheck import image_dimensions
 from packer.source.imagefolder import IMG_EXTENSIONS, FolderIndex
 
-__all__ = ["JobPlan", "planned_item_sizes", "scan_info", "shard_name", "shards_of_task"]
+__all__ = ["JobPlan", "describe_shards", "planned_item_sizes", "scan_info", "shard_name", "shards_of_task"]
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,10 @@ class JobPlan:
     items: int
     classes: tuple[str, ...]
     scan: ScanInfo
-    shard_names: tuple[str, ...]
+    #: Per planned shard: what its receipt must match (inputs, labels and list metadata)...
     shard_fingerprints: tuple[str, ...]
+    #: ... and what its manifest entry records to be reused by ``packer update`` (no labels).
+    shard_inputs: tuple[str, ...]
     num_tasks: int | None = None
     #: A list source: its format, columns, root and classes file (None for a folder tree).
     listing: dict[str, Any] | None = None
@@ -43,7 +45,7 @@ class JobPlan:
     def to_marker(self) -> dict[str, Any]:
         """The marker's JSON content (``shards`` and the rest kept for older readers)."""
         data = asdict(self)
-        data["shards"] = len(self.shard_names)
+        data["shards"] = len(self.shard_fingerprints)
         return data
 
     @classmethod
@@ -59,13 +61,18 @@ class JobPlan:
                 source=str(data["source"]), options=dict(data["options"]),
                 fingerprint=str(data["fingerprint"]), items=int(data["items"]),
                 classes=tuple(data["classes"]), scan=ScanInfo(**_tuples(data["scan"])),
-                shard_names=tuple(data["shard_names"]),
                 shard_fingerprints=tuple(data["shard_fingerprints"]),
+                shard_inputs=tuple(data["shard_inputs"]),
                 num_tasks=data.get("num_tasks"), listing=data.get("listing"))
         except (KeyError, TypeError, ValueError):
             raise OutputError(f"The conversion in {dst!r} did not record its plan (it stopped before "
                               "writing anything, or an older packer started it): run the same "
                               "`packer convert` with --resume, or start again with --overwrite.") from None
+
+    @property
+    def num_shards(self) -> int:
+        """How many shards the plan writes."""
+        return len(self.shard_fingerprints)
 
     def task_of(self, shard: int) -> int | None:
         """Which array task writes shard number ``shard`` (None when not an array job)."""
@@ -88,9 +95,21 @@ def shards_of_task(num_shards: int, task_id: int, num_tasks: int) -> list[int]:
     return list(range(task_id, num_shards, num_tasks))
 
 
-def shard_name(index: int, suffix: str) -> str:
-    """File name of shard ``index``: ``shard-00000.lmdb``."""
-    return f"shard-{index:05d}{suffix}"
+def shard_name(index: int) -> str:
+    """How messages and staging files name planned shard ``index`` (``shard-00000``); the
+    file it becomes is named by its contents (:func:`packer.format.shardset.shard_file_name`)."""
+    return f"shard-{index:05d}"
+
+
+def describe_shards(plan: JobPlan, numbers: list[int], limit: int = 10) -> str:
+    """``shard-00003 (task 3 of 4), ...``: planned shards for a message, at most ``limit``."""
+    names = []
+    for number in numbers[:limit]:
+        task = plan.task_of(number)
+        owner = f" (task {task} of {plan.num_tasks})" if task is not None else ""
+        names.append(shard_name(number) + owner)
+    more = f" and {len(numbers) - limit} more" if len(numbers) > limit else ""
+    return ", ".join(names) + more
 
 
 def planned_item_sizes(index: FolderIndex, codec: Codec) -> list[int]:

@@ -1,7 +1,9 @@
 """A finished shard's receipt: what it holds, left next to DST's shards until the manifest is written.
 
-A task writes ``DST/.receipts/<shard>.json`` after its shard is renamed into place. A shard file
-with a matching receipt is finished: ``--resume`` keeps it untouched, and ``packer merge`` builds
+A task writes ``DST/.receipts/<fingerprint>.json`` after its shard is renamed into place (the
+fingerprint of the shard's planned inputs, :func:`packer.conversion.resume.shard_fingerprint`; the
+file's own name comes from its contents, so the plan cannot know it). A shard file with a
+matching receipt is finished: ``--resume`` keeps it untouched, and ``packer merge`` builds
 the manifest from the receipts alone, without scanning the source again.
 """
 
@@ -30,21 +32,25 @@ class ShardResult:
     bytes_in: int
     fingerprint: str
     metadata: tuple[str, ...] = ()  # per packed sample, a list source's other columns (JSON)
+    #: Per packed sample: the source file's size, mtime (ns) and the first 8 bytes of its
+    #: SHA-256 as a signed integer (``samples/sources.npy``: what ``packer update`` compares).
+    sources: tuple[tuple[int, int, int], ...] = ()
 
     def to_json(self) -> str:
         """The receipt's text."""
         return json.dumps(asdict(self), sort_keys=True) + "\n"
 
 
-def receipt_path(dst: str, name: str) -> str:
-    """Where shard ``name`` of ``dst`` leaves its receipt once finished."""
-    return os.path.join(dst, RECEIPTS_DIR, name + ".json")
+def receipt_path(dst: str, fingerprint: str) -> str:
+    """Where the shard planned with ``fingerprint`` leaves its receipt once finished."""
+    return os.path.join(dst, RECEIPTS_DIR, fingerprint + ".json")
 
 
-def load_receipt(dst: str, name: str) -> ShardResult | None:
-    """The receipt of a finished shard, or None when it is missing, damaged or not finished."""
+def load_receipt(dst: str, fingerprint: str) -> ShardResult | None:
+    """The receipt of a finished shard, or None when it is missing, damaged, of another plan,
+    or its shard file is not there with the size it records."""
     try:
-        with open(receipt_path(dst, name), encoding="utf-8", errors="surrogateescape") as handle:
+        with open(receipt_path(dst, fingerprint), encoding="utf-8", errors="surrogateescape") as handle:
             data = json.load(handle)
         result = ShardResult(
             entry=ShardEntry(**data["entry"]),
@@ -54,11 +60,14 @@ def load_receipt(dst: str, name: str) -> ShardResult | None:
             bytes_in=int(data["bytes_in"]),
             fingerprint=str(data["fingerprint"]),
             metadata=tuple(data.get("metadata", ())),
+            sources=tuple((int(a), int(b), int(c)) for a, b, c in data.get("sources", ())),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if result.fingerprint != fingerprint:
+        return None
     try:
-        finished = os.path.getsize(os.path.join(dst, name)) == result.entry.num_bytes
+        finished = os.path.getsize(os.path.join(dst, result.entry.path)) == result.entry.num_bytes
     except OSError:
         finished = False
     return result if finished else None

@@ -19,7 +19,10 @@ from typing import Any
 from packer.errors import ResumeError
 from packer.source.imagefolder import FolderIndex
 
-__all__ = ["check_resumable", "plan_fingerprint", "shard_fingerprint"]
+__all__ = ["check_resumable", "plan_fingerprint", "shard_contents", "shard_fingerprint", "shard_inputs"]
+
+#: The options that decide a shard's bytes (not its boundaries, labels or scan).
+_PAYLOAD_OPTIONS = ("backend", "codec", "codec_params", "check", "max_pixels")
 
 
 def _digest(payload: dict[str, Any]) -> str:
@@ -49,6 +52,23 @@ def shard_fingerprint(index: int, options: dict[str, Any], items: tuple[tuple[st
     if metadata:
         payload["metadata"] = list(metadata)
     return _digest(payload)
+
+
+def _payload_options(options: dict[str, Any]) -> dict[str, Any]:
+    return {key: options[key] for key in _PAYLOAD_OPTIONS}
+
+
+def shard_inputs(options: dict[str, Any], items: Sequence[tuple[str, int, int]]) -> str:
+    """What a shard is made of, label-free: the options that decide its bytes and each item's
+    ``(relpath, size, mtime_ns)``. ``packer update`` reuses a shard whose inputs are unchanged;
+    labels and list metadata live in the sample index, so relabelling reuses every shard."""
+    return _digest({"options": _payload_options(options), "items": [list(item) for item in items]})
+
+
+def shard_contents(options: dict[str, Any], items: Sequence[tuple[str, str]]) -> str:
+    """:func:`shard_inputs` by content: each item's ``(relpath, sha256 of its source bytes)``
+    (``""`` for a file that could not be read), for ``packer update --checksum``."""
+    return _digest({"options": _payload_options(options), "items": [list(item) for item in items]})
 
 
 def check_resumable(dst: str, marker: dict[str, Any], fingerprint: str, src: str,

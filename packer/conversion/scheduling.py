@@ -14,7 +14,6 @@ from collections.abc import Iterable
 
 from packer.conversion.engines.base import task_error
 from packer.conversion.receipts import ShardResult
-from packer.conversion.sharding import plan_shards
 from packer.conversion.tasks import SegmentResult, SegmentTask, ShardAssembler, ShardTask, Task, shard_of
 from packer.errors import ShardError
 
@@ -37,11 +36,26 @@ def make_tasks(shards: list[ShardTask], workers: int) -> list[Task]:
     pieces = -(-SEGMENTS_PER_WORKER * workers // len(shards))  # per shard, rounded up
     tasks: list[Task] = []
     for shard in shards:
-        sizes = [max(size, 0) for _, _, size in shard.items]
+        sizes = [max(size, 0) for _, _, size, _ in shard.items]
         target = max(1, -(-sum(sizes) // pieces))
-        for number, part in enumerate(plan_shards(sizes, target)):
-            tasks.append(SegmentTask(shard, number, part.start, part.stop))
+        for number, (start, stop) in enumerate(_segments(sizes, target)):
+            tasks.append(SegmentTask(shard, number, start, stop))
     return tasks
+
+
+def _segments(sizes: list[int], target: int) -> list[tuple[int, int]]:
+    """Cut items into contiguous runs of at most ``target`` bytes (an item larger than that
+    gets a run of its own). Segments only share out work within a shard: any cut will do."""
+    runs: list[tuple[int, int]] = []
+    start = planned = 0
+    for position, size in enumerate(sizes):
+        if position > start and planned + size > target:
+            runs.append((start, position))
+            start, planned = position, 0
+        planned += size
+    if start < len(sizes):
+        runs.append((start, len(sizes)))
+    return runs
 
 
 class Collector:
@@ -53,7 +67,7 @@ class Collector:
 
     def __init__(self, tasks: list[Task]) -> None:
         self.shards: dict[int, ShardResult] = {}
-        self._index_of = {shard_of(task).name: shard_of(task).index for task in tasks}
+        self._index_of = {shard_of(task).fingerprint: shard_of(task).index for task in tasks}
         counts: dict[int, int] = {}
         owners: dict[int, ShardTask] = {}
         for task in tasks:
@@ -65,7 +79,7 @@ class Collector:
 
     def __call__(self, result: ShardResult | SegmentResult) -> Iterable[Task]:
         if isinstance(result, ShardResult):
-            self.shards[self._index_of[result.entry.path]] = result
+            self.shards[self._index_of[result.fingerprint]] = result
             return ()
         assembler = self._assemblers[result.shard]
         try:

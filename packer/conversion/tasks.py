@@ -2,30 +2,33 @@
 
 A :class:`ShardTask` carries everything a worker needs (it pickles small and holds no handle);
 :func:`write_shard` reads, checks and encodes each source file, writes the shard under
-``DST/.tmp`` with a name no other attempt uses, fsyncs and hashes it, renames it into place and
-then writes its receipt ``DST/.receipts/<shard>.json``. A shard file with a matching receipt is
-finished: ``--resume`` keeps it untouched. Running the same task twice gives the same bytes.
+``DST/.tmp`` with a name no other attempt uses, fsyncs and hashes it, renames it into DST under
+the name its contents give (:func:`packer.format.shardset.shard_file_name`; when a file of that
+name is already there it holds these very bytes, and is kept) and then writes its receipt
+``DST/.receipts/<fingerprint>.json``. A shard file with a matching receipt is finished:
+``--resume`` keeps it untouched. Running the same task twice gives the same bytes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, receipt_path
+from packer.conversion.resume import shard_contents
 from packer.errors import BadImageError, SourceError
 from packer.format.backends import ShardWriter, get_backend
 from packer.format.codecs import Codec
 from packer.format.durable import atomic_write_bytes, fsync_dir, sha256_file
 from packer.format.manifest import ShardEntry, SkippedFile
+from packer.format.shardset import shard_file_name
 from packer.source.sourcefile import UnpackableFile, read_source
 
 __all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardTask", "Task", "shard_of", "write_segment",
            "write_shard"]
-
-
 
 #: ``notify(event, relpath)``: ``"file"`` before a file is read (so a crash can be pinned on
 #: it), then ``"packed"`` or ``"skipped"``.
@@ -47,8 +50,10 @@ class ShardTask:
     max_pixels: int
     strict: bool
     planned_bytes: int
-    items: tuple[tuple[str, int, int], ...]
+    items: tuple[tuple[str, int, int, int], ...]  # (relpath, label, size, mtime_ns)
     fingerprint: str
+    inputs: str  # label-free identity of the items (recorded in the manifest for `update`)
+    options: dict[str, object]  # the recorded options, for the shard's content digest
     metadata: tuple[str, ...] = ()  # a list source's other columns per item (JSON), else empty
     listed: bool = False  # the source is a list file: a listed file that is missing is skipped
     crashed: dict[str, str] = field(default_factory=dict)
@@ -62,8 +67,8 @@ class ShardTask:
         return replace(self, crashed={**self.crashed, relpath: detail})
 
 
-def _pack_bytes(task: ShardTask, codec: Codec, relpath: str, size: int) -> bytes:
-    """Read and encode one file; UnpackableFile says why it cannot be packed."""
+def _read_bytes(task: ShardTask, relpath: str, size: int) -> bytes:
+    """Read one source file; UnpackableFile says why it cannot be packed."""
     path = os.path.join(task.src, *relpath.split("/"))
     try:
         data = read_source(path)
@@ -78,7 +83,7 @@ def _pack_bytes(task: ShardTask, codec: Codec, relpath: str, size: int) -> bytes
     if size >= 0 and len(data) != size:
         raise SourceError(f"Source file {path!r} changed during the conversion ({size} bytes when "
                           f"scanned, {len(data)} now): convert again with --overwrite.")
-    return codec.encode(data, check=task.check, max_pixels=task.max_pixels)
+    return data
 
 
 @dataclass
@@ -91,6 +96,8 @@ class _Packed:
     sizes: list[int] = field(default_factory=list)
     bytes_in: int = 0
     metadata: list[str] = field(default_factory=list)
+    sources: list[tuple[int, int, int]] = field(default_factory=list)
+    digests: list[tuple[str, str]] = field(default_factory=list)  # every item: (relpath, sha256 or "")
 
 
 def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], object],
@@ -99,31 +106,37 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
     packed = _Packed()
     codec = task.codec
     for position in range(start, stop):
-        relpath, label, size = task.items[position]
+        relpath, label, size, mtime_ns = task.items[position]
         notify("file", relpath)
-        if relpath in task.crashed:
-            bad = UnpackableFile("decode_error", task.crashed[relpath])
+        digest = b""
+        try:
+            data = _read_bytes(task, relpath, size)
+            digest = hashlib.sha256(data).digest()
+            if relpath in task.crashed:  # read (its digest counts), but never decoded again
+                raise UnpackableFile("decode_error", task.crashed[relpath])
+            payload = codec.encode(data, check=task.check, max_pixels=task.max_pixels)
+        except UnpackableFile as err:
+            bad = err
         else:
-            try:
-                payload = _pack_bytes(task, codec, relpath, size)
-            except UnpackableFile as err:
-                bad = err
-            else:
-                sink(payload)
-                packed.relpaths.append(relpath)
-                packed.targets.append(label)
-                packed.sizes.append(len(payload))
-                packed.bytes_in += size
-                if task.metadata:
-                    packed.metadata.append(task.metadata[position])
-                notify("packed", relpath)
-                continue
+            sink(payload)
+            packed.relpaths.append(relpath)
+            packed.targets.append(label)
+            packed.sizes.append(len(payload))
+            packed.bytes_in += size
+            # the SHA-256's first 8 bytes as a signed int64: samples/sources.npy
+            packed.sources.append((size, mtime_ns, int.from_bytes(digest[:8], "big", signed=True)))
+            packed.digests.append((relpath, digest.hex()))
+            if task.metadata:
+                packed.metadata.append(task.metadata[position])
+            notify("packed", relpath)
+            continue
+        packed.digests.append((relpath, digest.hex()))
         if task.strict:
             raise BadImageError(f"{os.path.join(task.src, relpath)!r} cannot be packed: "
                                 f"{bad.reason} ({bad.detail}). Fix or remove the file, or "
                                 "convert without --strict to skip and list it.",
                                 path=relpath, reason=bad.reason)
-        packed.skipped.append(SkippedFile(relpath, bad.reason, bad.detail))
+        packed.skipped.append(SkippedFile(relpath, bad.reason, bad.detail, size, mtime_ns))
         notify("skipped", relpath)
     return packed
 
@@ -134,22 +147,30 @@ def _temporary(task: ShardTask, what: str) -> str:
 
 
 def _publish(task: ShardTask, tmp_path: str, packed: _Packed) -> ShardResult:
-    """Hash the written shard, rename it into DST, fsync, then write its receipt."""
+    """Hash the written shard, rename it into DST under its content name, fsync, then write
+    its receipt. A file of that name already in DST holds the same bytes (another version's,
+    or an earlier attempt's): it is kept, never rewritten, and the new copy dropped."""
     try:
         checksum, num_bytes = sha256_file(tmp_path), os.path.getsize(tmp_path)
-        os.replace(tmp_path, os.path.join(task.dst, task.name))
+        name = shard_file_name(checksum, get_backend(task.backend).suffix)
+        final = os.path.join(task.dst, name)
+        if os.path.isfile(final) and os.path.getsize(final) == num_bytes:
+            os.unlink(tmp_path)
+        else:
+            os.replace(tmp_path, final)
     except BaseException:
         if os.path.exists(tmp_path):
             os.unlink(tmp_path)
         raise
     fsync_dir(task.dst)
     first = -1  # global numbering is only known once every earlier shard is done
-    result = ShardResult(ShardEntry(task.name, first, len(packed.relpaths), num_bytes, checksum),
-                         tuple(packed.relpaths), tuple(packed.targets), tuple(packed.skipped),
-                         packed.bytes_in, task.fingerprint, tuple(packed.metadata))
+    contents = shard_contents(task.options, packed.digests)
+    entry = ShardEntry(name, first, len(packed.relpaths), num_bytes, checksum, task.inputs, contents)
+    result = ShardResult(entry, tuple(packed.relpaths), tuple(packed.targets), tuple(packed.skipped),
+                         packed.bytes_in, task.fingerprint, tuple(packed.metadata), tuple(packed.sources))
     os.makedirs(os.path.join(task.dst, RECEIPTS_DIR), exist_ok=True)
     receipt = result.to_json().encode("utf-8", "surrogateescape")
-    atomic_write_bytes(receipt_path(task.dst, task.name), receipt)
+    atomic_write_bytes(receipt_path(task.dst, task.fingerprint), receipt)
     return result
 
 
@@ -241,6 +262,8 @@ class ShardAssembler:
         whole.sizes += part.sizes
         whole.bytes_in += part.bytes_in
         whole.metadata += part.metadata
+        whole.sources += part.sources
+        whole.digests += part.digests
 
     def abort(self) -> None:
         """Drop the partial shard (the run failed elsewhere)."""

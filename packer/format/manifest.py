@@ -5,17 +5,24 @@ sample index, then ``index.json`` atomically, then removes the marker. So a dire
 ``index.json`` is complete, one with only the marker is an interrupted conversion, and one
 with neither is not a packer dataset. JSON is written with sorted keys and two-space indent so
 that two runs of the same conversion differ only in ``created_at``.
+
+Versions (format 2): each manifest has a ``version`` number (1 for a conversion, one more for
+each ``packer update``) and is also kept as ``DST/versions/<number>.json``, written before
+``index.json`` names it. ``index.json`` is the current version; a reader that opened version
+``n`` reopens ``versions/<n>.json`` in its workers, so an update switching ``index.json`` under
+a running training job changes nothing it reads (:mod:`packer.format.shardset`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Final, get_args, get_origin, get_type_hints
 
-from packer.errors import IncompleteDatasetError, ManifestError, NotADatasetError
+from packer.errors import IncompleteDatasetError, ManifestError, NotADatasetError, VersionGoneError
 from packer.format.durable import atomic_write_bytes
 
 __all__ = [
@@ -27,12 +34,34 @@ __all__ = [
     "ScanInfo",
     "ShardEntry",
     "SkippedFile",
+    "VERSIONS_DIR",
+    "dataset_versions",
     "estimate_manifest_bytes",
+    "version_path",
 ]
 
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
 MANIFEST_NAME: Final = "index.json"
 IN_PROGRESS_NAME: Final = ".packer-in-progress"
+#: Every kept version's manifest, ``versions/00001.json``, ...
+VERSIONS_DIR: Final = "versions"
+
+
+_VERSION_FILE = re.compile(r"(\d{5,})\.json")
+
+
+def version_path(root: str | os.PathLike[str], version: int) -> str:
+    """Where version ``version`` of the dataset at ``root`` keeps its manifest."""
+    return os.path.join(os.fspath(root), VERSIONS_DIR, f"{version:05d}.json")
+
+
+def dataset_versions(root: str | os.PathLike[str]) -> list[int]:
+    """The versions the dataset at ``root`` keeps a manifest of (``versions/<n>.json``), oldest first."""
+    folder = os.path.join(os.fspath(root), VERSIONS_DIR)
+    if not os.path.isdir(folder):
+        return []
+    found = (_VERSION_FILE.fullmatch(name) for name in os.listdir(folder))
+    return sorted(int(match.group(1)) for match in found if match)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,22 +75,29 @@ class FileEntry:
 
 @dataclass(frozen=True, slots=True)
 class ShardEntry:
-    """One shard: its file, the global index of its first sample, its size and checksum."""
+    """One shard: its file, the global index of its first sample, its size and checksum, and
+    what it was made of (``inputs``: the sources' paths, sizes and mtimes; ``contents``: their
+    bytes), by which ``packer update`` knows it can keep the shard. Format 1 has neither."""
 
     path: str
     first: int
     num_samples: int
     num_bytes: int
     sha256: str
+    inputs: str = ""
+    contents: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class SkippedFile:
-    """A source file with an image name that was not packed, and why (a reason code)."""
+    """A source file with an image name that was not packed, why (a reason code), and its
+    size and mtime when it was looked at (-1 when unknown), for ``packer update``."""
 
     path: str
     reason: str
     detail: str = ""
+    size: int = -1
+    mtime_ns: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +135,11 @@ class Manifest:
     created_at: str
     format_version: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+    #: 1 for a conversion, one more for each ``packer update``.
+    version: int = 1
+    #: What the update that made this version did (files added, removed, changed; shards
+    #: reused and written; bytes written); empty for a conversion.
+    last_update: dict[str, Any] = field(default_factory=dict)
 
     @property
     def num_samples(self) -> int:
@@ -162,26 +203,35 @@ class Manifest:
                 created_at=_get(data, "created_at", str, source),
                 format_version=version,
                 extra=_get(data, "extra", dict, source) if "extra" in data else {},
+                version=_get(data, "version", int, source) if "version" in data else 1,
+                last_update=_get(data, "last_update", dict, source) if "last_update" in data else {},
             )
         except TypeError as err:
             raise ManifestError(f"{source} has a malformed entry ({err}); re-convert.") from err
 
     def save(self, root: str | os.PathLike[str]) -> str:
-        """Write ``root/index.json`` atomically and durably; return its path."""
+        """Write ``root/versions/<version>.json``, then ``root/index.json`` (the switch to this
+        version), each atomically and durably; return the path of ``index.json``."""
+        data = self.to_json().encode("utf-8")
+        os.makedirs(os.path.join(os.fspath(root), VERSIONS_DIR), exist_ok=True)
+        atomic_write_bytes(version_path(root, self.version), data)
         path = os.path.join(os.fspath(root), MANIFEST_NAME)
-        atomic_write_bytes(path, self.to_json().encode("utf-8"))
+        atomic_write_bytes(path, data)
         return path
 
     @classmethod
-    def load(cls, root: str | os.PathLike[str]) -> Manifest:
-        """Read ``root/index.json``.
+    def load(cls, root: str | os.PathLike[str], version: int | None = None) -> Manifest:
+        """Read ``root/index.json`` (the current version), or version ``version``.
 
         Raises:
             NotADatasetError: ``root`` is missing or holds no packer dataset.
             IncompleteDatasetError: a conversion into ``root`` started and never finished.
             ManifestError: the manifest is damaged or from a newer packer.
+            VersionGoneError: version ``version`` was removed (``packer gc``).
         """
         top = os.fspath(root)
+        if version is not None:
+            return cls._load_version(top, version)
         path = os.path.join(top, MANIFEST_NAME)
         try:
             with open(path, encoding="utf-8") as handle:
@@ -201,9 +251,23 @@ class Manifest:
                                    "the DST of a finished `packer convert`.") from None
         return cls.from_json(text, source=path)
 
+    @classmethod
+    def _load_version(cls, top: str, version: int) -> Manifest:
+        path = version_path(top, version)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return cls.from_json(handle.read(), source=path)
+        except FileNotFoundError:
+            current = cls.load(top)
+            if current.version == version:  # written before versions were kept
+                return current
+        raise VersionGoneError(f"Version {version} of {top!r} is gone (`packer gc` removed it; the "
+                               f"dataset is at version {current.version}): open the dataset again to "
+                               "read the current version, or keep more versions (gc --keep-versions N).")
+
 
 # index.json's size: a fixed part, plus per class, per shard and per listed scan path (measured).
-_FIXED_BYTES, _PER_CLASS, _PER_SHARD, _PER_PATH = 1400, 16, 200, 8
+_FIXED_BYTES, _PER_CLASS, _PER_SHARD, _PER_PATH = 2100, 16, 380, 8
 
 
 def estimate_manifest_bytes(source: str, num_shards: int, classes: Sequence[str],

@@ -1,14 +1,21 @@
 """Per-sample labels and relative paths, as compact arrays shared through the page cache.
 
-Layout inside DST (format version 1):
+Layout inside DST (the manifest's ``sample_index`` maps each key to its file):
 
-* ``samples/targets.npy``: ``int64[N]``, the class index of each packed sample;
-* ``samples/path_offsets.npy``: ``int64[N+1]``; path ``i`` is ``paths.bin[o[i]:o[i+1]]``;
-* ``samples/paths.bin``: every relative path (POSIX separators) as UTF-8 with
+* ``targets``, ``samples/targets-<h>.npy``: ``int64[N]``, the class index of each packed sample;
+* ``path_offsets``, ``samples/path_offsets-<h>.npy``: ``int64[N+1]``; path ``i`` is
+  ``paths[o[i]:o[i+1]]``;
+* ``paths``, ``samples/paths-<h>.bin``: every relative path (POSIX separators) as UTF-8 with
   ``surrogateescape``, so names that are not valid UTF-8 round-trip to the same bytes;
-* only for a list source with columns besides path and label:
-  ``samples/metadata_offsets.npy`` and ``samples/metadata.bin``, each sample's other columns as
-  one JSON object, cut the same way.
+* ``sources``, ``samples/sources-<h>.npy``: ``int64[N, 3]``, each sample's source file size,
+  mtime (ns) and the first 8 bytes of its SHA-256, for ``packer update`` (format 2);
+* only for a list source with columns besides path and label: ``metadata_offsets`` and
+  ``metadata`` (``.npy`` and ``.bin``), each sample's other columns as one JSON object, cut the
+  same way.
+
+``<h>`` is the start of the file's SHA-256: like shards, index files are named by their
+contents and never rewritten, so every version of a dataset names its own (format 1 used the
+plain names, ``samples/targets.npy``, which readers still accept through the manifest).
 
 Readers memory-map these files lazily, so a million samples cost every DataLoader worker
 almost nothing (no Python list per worker: the copy-on-read growth of pytorch issue 13246).
@@ -20,26 +27,32 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
 
 from packer.format.durable import atomic_write_bytes
-from packer.format.manifest import FileEntry
+from packer.format.manifest import FileEntry, Manifest
 
-__all__ = ["INDEX_FILES", "METADATA_FILES", "SampleIndex", "estimate_index_bytes", "write_sample_index"]
+__all__ = ["INDEX_FILES", "METADATA_FILES", "SAMPLES_DIR", "SOURCES_FILE", "SampleIndex",
+           "estimate_index_bytes", "write_sample_index"]
 
+SAMPLES_DIR: Final = "samples"
+#: Every dataset's index files, by key: their names in format 1 (format 2 adds a content hash).
 INDEX_FILES: Final[dict[str, str]] = {
     "targets": "samples/targets.npy",
     "path_offsets": "samples/path_offsets.npy",
     "paths": "samples/paths.bin",
 }
+#: Each sample's source identity, ``int64[N, 3]`` (format 2): what ``packer update`` compares.
+SOURCES_FILE: Final = {"sources": "samples/sources.npy"}
 #: Only for list sources: each sample's other columns, one JSON object per sample, cut the same way.
 METADATA_FILES: Final[dict[str, str]] = {
     "metadata_offsets": "samples/metadata_offsets.npy",
     "metadata": "samples/metadata.bin",
 }
+_PLAIN_NAMES: Final = {**INDEX_FILES, **SOURCES_FILE, **METADATA_FILES}
 
 #: The header numpy writes before an array in a ``.npy`` file (format 1.0, padded to 128).
 _NPY_HEADER = 128
@@ -60,49 +73,71 @@ def _cut(strings: Sequence[str]) -> tuple[bytes, bytes]:
     return _npy_bytes(offsets), b"".join(encoded)
 
 
+def _content_name(plain: str, digest: str) -> str:
+    """``samples/targets.npy`` -> ``samples/targets-<first 16 hex of its SHA-256>.npy``."""
+    stem, dot, suffix = plain.rpartition(".")
+    return f"{stem}-{digest[:16]}{dot}{suffix}"
+
+
 def write_sample_index(root: str, relpaths: Sequence[str], targets: Sequence[int],
+                       sources: Sequence[tuple[int, int, int]] | np.ndarray,
                        metadata: Sequence[str] | None = None) -> dict[str, FileEntry]:
     """Write the sample-index files under ``root`` durably; return their manifest entries.
 
-    ``metadata`` (a list source's other columns, one JSON object per sample) adds two files.
+    ``sources`` holds each sample's source ``(size, mtime_ns, short hash)``; ``metadata`` (a
+    list source's other columns, one JSON object per sample) adds two files. A file already
+    there under its content name holds these bytes (an earlier version's) and is kept.
     """
     path_offsets, paths = _cut(relpaths)
     contents = {"targets": _npy_bytes(np.asarray(targets, dtype=np.int64)),
-                "path_offsets": path_offsets, "paths": paths}
-    names = dict(INDEX_FILES)
+                "path_offsets": path_offsets, "paths": paths,
+                "sources": _npy_bytes(np.asarray(sources, dtype=np.int64).reshape(len(relpaths), 3))}
     if metadata is not None:
         contents["metadata_offsets"], contents["metadata"] = _cut(metadata)
-        names.update(METADATA_FILES)
-    os.makedirs(os.path.join(root, "samples"), exist_ok=True)
+    os.makedirs(os.path.join(root, SAMPLES_DIR), exist_ok=True)
     entries: dict[str, FileEntry] = {}
     for name, data in contents.items():
-        path = os.path.join(root, names[name])
-        atomic_write_bytes(path, data)
-        # Hash the bytes in hand: atomic_write_bytes fsynced exactly these to disk.
-        entries[name] = FileEntry(names[name], len(data), hashlib.sha256(data).hexdigest())
+        digest = hashlib.sha256(data).hexdigest()
+        relative = _content_name(_PLAIN_NAMES[name], digest)
+        path = os.path.join(root, relative)
+        if not (os.path.isfile(path) and os.path.getsize(path) == len(data)):
+            atomic_write_bytes(path, data)
+        entries[name] = FileEntry(relative, len(data), digest)
     return entries
 
 
 def estimate_index_bytes(num_samples: int, path_bytes: int) -> int:
     """Bytes of the sample index files for ``num_samples`` paths of ``path_bytes`` in all:
-    two ``.npy`` files (128-byte headers, int64 targets and ``n + 1`` offsets) and the paths."""
-    return 2 * _NPY_HEADER + 16 * num_samples + 8 + path_bytes
+    three ``.npy`` files (128-byte headers; int64 targets, ``n + 1`` offsets and ``3 n`` source
+    fields) and the paths."""
+    return 3 * _NPY_HEADER + 40 * num_samples + 8 + path_bytes
 
 
 class SampleIndex:
-    """Lazily memory-mapped labels and paths of a packed dataset; cheap to pickle."""
+    """Lazily memory-mapped labels and paths of a packed dataset; cheap to pickle.
 
-    def __init__(self, root: str, num_samples: int) -> None:
+    ``files`` maps each key (``targets``, ``paths``, ...) to its file under ``root``, as the
+    manifest's ``sample_index`` lists them (:meth:`of`).
+    """
+
+    def __init__(self, root: str, num_samples: int, files: Mapping[str, str] | None = None) -> None:
         self.root = root
         self.num_samples = num_samples
+        self.files = dict(files) if files is not None else {**INDEX_FILES, **METADATA_FILES}
         self._targets: np.ndarray | None = None
         self._offsets: np.ndarray | None = None
         self._paths: np.ndarray | None = None
         self._metadata: tuple[np.ndarray, np.ndarray] | None = None
         self._metadata_absent = False  # known after the first look: no stat per sample
 
+    @classmethod
+    def of(cls, root: str, manifest: Manifest) -> SampleIndex:
+        """The sample index of ``manifest``'s version of the dataset at ``root``."""
+        return cls(root, manifest.num_samples,
+                   {key: entry.path for key, entry in manifest.sample_index.items()})
+
     def _map(self, name: str) -> np.ndarray:
-        path = os.path.join(self.root, INDEX_FILES.get(name) or METADATA_FILES[name])
+        path = os.path.join(self.root, self.files[name])
         if name in ("paths", "metadata"):
             if os.path.getsize(path) == 0:
                 return np.zeros(0, dtype=np.uint8)
@@ -137,7 +172,7 @@ class SampleIndex:
         """
         n = self.num_samples
         targets, offsets = self.targets, self._map("path_offsets")
-        paths_size = os.path.getsize(os.path.join(self.root, INDEX_FILES["paths"]))
+        paths_size = os.path.getsize(os.path.join(self.root, self.files["paths"]))
         wrong: list[tuple[str, str]] = []
         if targets.shape != (n,) or targets.dtype.kind not in "iu":
             wrong.append(("targets", f"holds {targets.dtype}{list(targets.shape)}, expected "
@@ -153,7 +188,7 @@ class SampleIndex:
     @property
     def has_metadata(self) -> bool:
         """Whether the dataset came from a list file with columns besides path and label."""
-        return os.path.exists(os.path.join(self.root, METADATA_FILES["metadata"]))
+        return "metadata" in self.files and os.path.exists(os.path.join(self.root, self.files["metadata"]))
 
     def metadata(self, index: int) -> dict[str, Any]:
         """Sample ``index``'s other list columns (``{}`` when there are none), parsed on demand:
@@ -168,8 +203,15 @@ class SampleIndex:
         value: dict[str, Any] = json.loads(bytes(blob[start:stop]).decode("utf-8", "surrogateescape"))
         return value
 
-    def __getstate__(self) -> dict[str, object]:
-        return {"root": self.root, "num_samples": self.num_samples}
+    @property
+    def sources(self) -> np.ndarray | None:
+        """``int64[N, 3]``: each sample's source size, mtime (ns) and short hash; None before format 2."""
+        if "sources" not in self.files:
+            return None
+        return self._map("sources")
 
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__init__(str(state["root"]), int(state["num_samples"]))  # type: ignore[misc,call-overload]
+    def __getstate__(self) -> dict[str, object]:
+        return {"root": self.root, "num_samples": self.num_samples, "files": self.files}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["root"], state["num_samples"], state["files"])  # type: ignore[misc]

@@ -13,7 +13,17 @@ from packer.format.backends import ShardReader, get_backend
 from packer.format.backends.base import Arena
 from packer.format.manifest import FileEntry, Manifest, ShardEntry
 
-__all__ = ["ShardSet"]
+__all__ = ["ShardSet", "shard_file_name"]
+
+
+def shard_file_name(sha256: str, suffix: str) -> str:
+    """A shard's file name, from its contents' SHA-256: ``shard-3f2a9c0b7d1e4a65.lmdb``.
+
+    Named by content, a shard file is never rewritten: another version's different shard
+    gets another name, and an identical one is the same file. So a conversion and an update
+    of the same source give the same names, and readers of an old version keep their files.
+    """
+    return f"shard-{sha256[:16]}{suffix}"
 
 _Payload = TypeVar("_Payload", bytes, memoryview)
 
@@ -21,18 +31,21 @@ _Payload = TypeVar("_Payload", bytes, memoryview)
 class ShardSet:
     """All shards of one dataset, addressed by global sample index.
 
-    Opening loads the manifest and checks that every shard and sample-index file is present
-    with the size the manifest records (one ``stat`` each, no reads). Readers open their files
-    lazily, in whichever process reads; pickling keeps only the path.
+    Opening loads the manifest (the current version, or ``version``) and checks that every
+    shard and sample-index file is present with the size the manifest records (one ``stat``
+    each, no reads). Readers open their files lazily, in whichever process reads; pickling keeps
+    only the path and the version, so a worker started after ``packer update`` switched the
+    dataset to a new version still reads the one its parent opened.
 
     Raises:
         NotADatasetError, IncompleteDatasetError, ManifestError: see :meth:`Manifest.load`.
+        VersionGoneError: ``version`` was removed by ``packer gc``.
         ShardError: a shard or index file is missing or has the wrong size.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], version: int | None = None) -> None:
         self.root = os.path.abspath(os.fspath(root))
-        self.manifest = Manifest.load(self.root)
+        self.manifest = Manifest.load(self.root, version)
         self._check_files()
         backend = get_backend(self.manifest.backend)
         self.readers: list[ShardReader] = [
@@ -117,7 +130,7 @@ class ShardSet:
             reader.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root}
+        return {"root": self.root, "version": self.manifest.version}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["root"])  # type: ignore[misc]
+        self.__init__(state["root"], state.get("version"))  # type: ignore[misc]

@@ -130,7 +130,7 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
                                f"use {right} or packer.open_dataset().")
         self._shards = shards
         self._codec: Codec = get_codec(manifest.codec, manifest.codec_params)
-        self._index = SampleIndex(self.root, manifest.num_samples)
+        self._index = SampleIndex.of(self.root, manifest)
         self.classes: list[str] = list(manifest.classes)
         self.class_to_idx: dict[str, int] = {name: i for i, name in enumerate(self.classes)}
 
@@ -204,7 +204,7 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         self._shards.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root, "transform": self.transform,
+        return {"root": self.root, "transform": self.transform, "version": self.manifest.version,
                 "target_transform": self.target_transform, "decode": self.decode}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -212,7 +212,8 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         self.transform = state["transform"]
         self.target_transform = state["target_transform"]
         self.decode = state["decode"]
-        self._open_shards()
+        # The version the parent opened: a worker started after `packer update` reads it too.
+        self._open_shards(ShardSet(self.root, state.get("version")))
 
     def __repr__(self) -> str:
         m = self.manifest

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from packer.format.manifest import Manifest
+from packer.conversion.updating import UPDATE_NAME
+from packer.format.manifest import Manifest, dataset_versions
 
 __all__ = ["dataset_info"]
 
@@ -23,6 +24,10 @@ def dataset_info(root: str | os.PathLike[str]) -> dict[str, Any]:
         **listing,
         "path": path,
         "format_version": manifest.format_version,
+        "version": manifest.version,
+        "versions_kept": dataset_versions(path) or [manifest.version],
+        "last_update": manifest.last_update,
+        "update_in_progress": os.path.exists(os.path.join(path, UPDATE_NAME)),
         "created_by": manifest.created_by,
         "created_at": manifest.created_at,
         "source": manifest.source,

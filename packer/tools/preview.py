@@ -120,7 +120,7 @@ def make_contact_sheet(
     shards = ShardSet(dst)
     manifest = shards.manifest
     class_ids = select_classes(manifest.classes, classes)
-    index = SampleIndex(shards.root, manifest.num_samples)
+    index = SampleIndex.of(shards.root, manifest)
     members = class_members(index.targets, len(manifest.classes))
     picked = pick_samples(members, class_ids, per_class=per_class, seed=seed)
     pen = Pen(max(10, thumb // 10))

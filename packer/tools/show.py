@@ -65,7 +65,7 @@ def _load(dst: str | os.PathLike[str], index: int) -> tuple[SampleInfo, bytes]:
         payload = shards.read(position)
     finally:
         shards.close()
-    samples = SampleIndex(shards.root, manifest.num_samples)
+    samples = SampleIndex.of(shards.root, manifest)
     target = int(samples.targets[position])
     relpath = samples.path(position)
     def damaged(err: Exception) -> ShardError:

@@ -109,7 +109,7 @@ def _open_index(root: str, manifest: Manifest, intact: set[str], found: Findings
     entries = manifest.sample_index
     if not all(name in entries and entries[name].path in intact for name in INDEX_FILES):
         return None
-    index = SampleIndex(root, manifest.num_samples)
+    index = SampleIndex.of(root, manifest)
     try:
         wrong = index.inconsistencies()
     except (OSError, ValueError) as err:
@@ -133,8 +133,8 @@ def _check_labels(manifest: Manifest, index: SampleIndex, found: Findings) -> No
                   f"{int(targets[i])}, not one of the {len(classes)} classes")
     counts = np.bincount(targets[valid], minlength=len(classes)).tolist()
     if counts != list(manifest.class_counts):
-        found.add(INDEX_FILES["targets"], "label_error", f"samples per class are {counts}, the "
-                  f"manifest says {list(manifest.class_counts)}")
+        found.add(manifest.sample_index["targets"].path, "label_error",
+                  f"samples per class are {counts}, the manifest says {list(manifest.class_counts)}")
     for i in np.flatnonzero(valid):
         path, cls = index.path(int(i)), classes[int(targets[i])]
         if listed and not safe_relpath(path):

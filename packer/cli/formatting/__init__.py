@@ -12,7 +12,9 @@ from packer.cli.formatting.dataset import (
 )
 from packer.cli.formatting.listing import MAX_LISTED, append_listing
 from packer.cli.formatting.measure import format_bench, format_demo, format_profile, format_sweep
+from packer.cli.formatting.versions import format_gc, format_update
 
 __all__ = ["MAX_LISTED", "append_listing", "format_bench", "format_conversion", "format_demo",
-           "format_export", "format_info", "format_merge", "format_plan", "format_profile",
-           "format_sample_info", "format_sheet", "format_sweep", "format_task", "format_verify"]
+           "format_export", "format_gc", "format_info", "format_merge", "format_plan", "format_profile",
+           "format_sample_info", "format_sheet", "format_sweep", "format_task", "format_update",
+           "format_verify"]

@@ -85,7 +85,7 @@ def format_plan(plan: ConversionPlan) -> str:
     lines = [
         (f"Dry run: {plan.src} -> {plan.backend}, codec {plan.codec}: {plan.num_images} images in "
          f"{len(plan.classes)} classes, {format_size(plan.source_bytes)} of source; output {estimate} "
-         f"in {len(plan.shards)} shard(s) of at most {format_size(plan.shard_size)}"),
+         f"in {len(plan.shards)} shard(s) of about {format_size(plan.shard_size)}"),
         "classes (index, name, images):",
     ]
     width = min(max((len(name) for name in plan.classes), default=0), 40)

@@ -20,6 +20,25 @@ def _listed(lines: list[str], title: str, items: list[str]) -> None:
     append_listing(lines, title, items, more="packer info --json lists all")
 
 
+def _version_lines(info: dict[str, Any]) -> list[str]:
+    """The version, the versions kept, and what the last update did."""
+    kept = info.get("versions_kept") or []
+    older = [str(v) for v in kept if v != info["version"]]
+    line = f"  version {info['version']}" + (f" (older versions kept: {', '.join(older)}; "
+                                               "`packer gc` removes them)" if older else "")
+    lines = [line]
+    update = info.get("last_update") or {}
+    if update:
+        lines.append(f"  last update from version {update['from_version']}: files "
+                     f"+{update['files_added']} -{update['files_removed']} ~{update['files_changed']}; "
+                     f"shards {update['shards_written']} written, {update['shards_reused']} reused; "
+                     f"{format_size(update['bytes_written'])} written"
+                     + (" (compared by checksum)" if update.get("checksum") else ""))
+    if info.get("update_in_progress"):
+        lines.append("  an update is running or was interrupted: run the same `packer update` to finish it")
+    return lines
+
+
 def format_info(info: dict[str, Any]) -> str:
     """Render :func:`dataset_info` for people."""
     lines = [
@@ -28,6 +47,7 @@ def format_info(info: dict[str, Any]) -> str:
         f"format v{info['format_version']}, {info['created_by']} at {info['created_at']}",
         f"  source  {info['source']}",
         *_list_lines(info.get("list")),
+        *_version_lines(info),
         f"  samples {info['num_samples']} in {info['num_classes']} classes, "
         f"{len(info['shards'])} shard(s), {format_size(info['num_bytes'])}",
         f"  skipped {len(info['skipped'])}",

@@ -1,0 +1,48 @@
+"""Text for ``packer update`` and ``packer gc``."""
+
+from __future__ import annotations
+
+from packer.conversion.gc import GcResult
+from packer.conversion.updating import UpdateResult
+from packer.sizes import format_size
+
+__all__ = ["format_gc", "format_update"]
+
+
+def format_update(result: UpdateResult) -> str:
+    """What an update found and did (or, dry run, would do)."""
+    files = (f"files: {result.files_added} added, {result.files_removed} removed, "
+             f"{result.files_changed} changed")
+    if result.up_to_date:
+        done = "nothing to write" if result.dry_run else "nothing written"
+        return f"{result.dst} is up to date at version {result.version} ({files}); {done}."
+    if result.dry_run:
+        return "\n".join([
+            f"Dry run: {result.dst} at version {result.from_version}; {files}.",
+            f"  an update would write {result.shards_written} shard(s) (about "
+            f"{format_size(result.bytes_written)}) and reuse {result.shards_reused}.",
+            "Nothing was written."])
+    m = result.manifest
+    lines = [
+        f"Updated {result.dst} from version {result.from_version} to {result.version}: {files}.",
+        f"  shards: {result.shards_written} written ({format_size(result.bytes_written)}), "
+        f"{result.shards_reused} reused, {len(m.shards)} in all; {m.num_samples} samples in "
+        f"{len(m.classes)} classes, {len(m.skipped)} skipped; {result.seconds:.1f} s",
+    ]
+    if result.resumed_shards:
+        lines.append(f"  resumed: kept {result.resumed_shards} shard(s) the interrupted update had written")
+    if result.collected is not None:
+        lines.append("  " + format_gc(result.collected))
+    else:
+        lines.append(f"  version {result.from_version} stays readable; `packer gc {result.dst}` removes "
+                     "its files")
+    return "\n".join(lines)
+
+
+def format_gc(result: GcResult) -> str:
+    """What garbage collection removed (or would)."""
+    verb = "would remove" if result.dry_run else "removed"
+    kept = ", ".join(str(v) for v in result.kept_versions)
+    gone = ", ".join(str(v) for v in result.removed_versions) or "none"
+    return (f"gc {result.dst}: kept version(s) {kept}; {verb} version(s) {gone}: "
+            f"{len(result.removed_files)} file(s), {format_size(result.freed_bytes)}.")

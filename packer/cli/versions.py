@@ -1,0 +1,67 @@
+"""``packer update`` and ``packer gc``: a dataset's versions. Parse, call, print."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+import click
+
+__all__ = ["gc", "update"]
+
+
+@click.command()
+@click.argument("src", type=click.Path(path_type=str))
+@click.argument("dst", type=click.Path(path_type=str))
+@click.option("--checksum", is_flag=True,
+              help="Compare files by content (reads every source file) instead of size and "
+                   "modification time: for storage whose times cannot be trusted.")
+@click.option("--dry-run", is_flag=True, help="Say what would change and be written; write nothing.")
+@click.option("--resume", is_flag=True,
+              help="Finish an interrupted update (running the same update again does the same).")
+@click.option("--keep-versions", type=click.IntRange(min=1), default=None,
+              help="Afterwards delete the files of all but the newest N versions (as packer gc) "
+                   "[default: keep every version until packer gc].")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes writing shards [default: the usable CPUs].")
+@click.option("--strict", is_flag=True, help="Stop at the first bad file (exit 1) instead of skipping it.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def update(src: str, dst: str, **given: Any) -> None:
+    """Bring the packed dataset DST up to date with SRC, as a new version.
+
+    The result is what `packer convert SRC` with DST's recorded options would give; only the
+    shards near added, removed or changed files are written. The previous version stays
+    readable (a running training job keeps reading it) until `packer gc DST`.
+    """
+    from packer.cli.formatting import format_update
+    from packer.conversion.updating import update as run_update
+
+    result = run_update(src, dst, checksum=given["checksum"], dry_run=given["dry_run"],
+                        workers=given["workers"], keep_versions=given["keep_versions"],
+                        strict=given["strict"], progress=not (given["quiet"] or given["as_json"]))
+    if given["as_json"]:
+        record = {key: value for key, value in asdict(result).items() if key not in ("manifest", "collected")}
+        record["version"] = result.version
+        record["collected"] = asdict(result.collected) if result.collected else None
+        click.echo(json.dumps(record, indent=2))
+    elif not given["quiet"]:
+        click.echo(format_update(result))
+
+
+@click.command()
+@click.argument("dst", type=click.Path(path_type=str))
+@click.option("--keep-versions", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Versions to keep, newest first (the current one always).")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
+def gc(dst: str, keep_versions: int, dry_run: bool) -> None:
+    """Delete the files of DST's older versions that no kept version uses.
+
+    A training job still reading a removed version keeps the files it has open; a worker it
+    starts afterwards fails with a clear error. Keep versions that running jobs use.
+    """
+    from packer.cli.formatting import format_gc
+    from packer.conversion.gc import collect_garbage
+
+    click.echo(format_gc(collect_garbage(dst, keep_versions=keep_versions, dry_run=dry_run)))
