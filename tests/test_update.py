@@ -265,3 +265,16 @@ def test_the_command_line(tmp_path: Path) -> None:
     assert collected.exit_code == 0 and "removed version(s) 1" in collected.output
     missing = runner.invoke(cli, ["update", str(src), str(tmp_path / "none")])
     assert missing.exit_code == 1 and "not" in missing.stderr and len(missing.stderr.splitlines()) == 1
+
+
+def test_keep_versions_collects_after_the_update(tmp_path: Path) -> None:
+    src, dst = make_source(tmp_path / "src", count=5), tmp_path / "dst"
+    convert(src, dst, "lmdb")
+    _add_to_one_class(src)
+    result = packer.update(src, dst, workers=1, keep_versions=1)
+    assert result.version == 2 and result.collected is not None
+    assert result.collected.removed_versions == (1,) and result.collected.kept_versions == (2,)
+    assert sorted(p.name for p in (dst / "versions").iterdir()) == ["00002.json"]
+    assert {p.name for p in dst.glob("shard-*")} == {s.path for s in result.manifest.shards}
+    again = packer.update(src, dst, keep_versions=1)  # up to date: collects all the same
+    assert again.up_to_date and again.collected is not None and again.collected.removed_files == ()

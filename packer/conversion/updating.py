@@ -26,7 +26,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packer.conversion.changes import Changes, compare, describe_record, source_digests
 from packer.conversion.destination import TMP_DIR, Destination, DestinationState
@@ -92,8 +92,9 @@ def update(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, checksum
         dry_run: Say what would change and be written; write nothing.
         workers: Worker processes packing the shards to write (default: the usable CPUs).
         engine: Where they run instead, as for :func:`packer.convert`; not with ``workers``.
-        keep_versions: After the update, run :func:`packer.gc` keeping this many versions
-            (default: keep every version until ``packer gc``).
+        keep_versions: After the update (or finding DST up to date), run
+            :func:`~packer.conversion.gc.collect_garbage` keeping this many versions (default:
+            keep every version until ``packer gc``).
         strict: Stop at the first file that cannot be packed, as for ``convert``.
         is_valid_file: The filter DST was converted with, if it was (it cannot be recorded).
         progress: Show a progress bar.
@@ -119,31 +120,43 @@ def update(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, checksum
         todo = [task for task in job.tasks if task.index not in changes.reused]
         up_to_date = _up_to_date(current, job, changes)
         if dry_run or up_to_date:
-            return UpdateResult(path, current, current.version, changes.added, changes.removed,
-                                changes.changed, len(changes.reused), len(todo),
-                                sum(_estimate(t) for t in todo), time.perf_counter() - started,
-                                up_to_date=up_to_date, dry_run=dry_run)
-        staging, kept = _begin(destination, job, current.version)
-        todo = [task for task in todo if task.index not in kept]
-        results = write_shards(job, todo, {**changes.reused, **kept}, staging, chosen, progress=progress)
-        written = [r for i, r in results.items() if i not in changes.reused]
-        bytes_written = sum(r.entry.num_bytes for r in written)
-        record = describe_record(changes, len(written), bytes_written, from_version=current.version,
-                                 checksum=checksum)
-        try:
-            manifest = build_manifest(path, job.plan, [results[i] for i in range(len(job.tasks))],
-                                      version=current.version + 1, last_update=record)
-        except OSError as err:
-            raise OutputError(f"Writing version {current.version + 1} of {path!r} failed: "
-                              f"{err.strerror or err}. Fix it (free space?), then run the same "
-                              "`packer update` again.") from err
-        _end(path)
-    collected = collect_garbage(path, keep_versions=keep_versions) if keep_versions else None
+            result = UpdateResult(path, current, current.version, changes.added, changes.removed,
+                                  changes.changed, len(changes.reused), len(todo),
+                                  sum(_estimate(t) for t in todo), time.perf_counter() - started,
+                                  up_to_date=up_to_date, dry_run=dry_run)
+        else:
+            result = _write_version(job, current, changes, todo, chosen, checksum=checksum,
+                                    progress=progress, started=started)
+    if keep_versions and not dry_run:  # after the lock is released: gc takes it
+        result = replace(result, collected=collect_garbage(path, keep_versions=keep_versions))
+    return result
+
+
+def _write_version(job: Job, current: Manifest, changes: Changes, todo: list[ShardTask], engine: Engine,
+                   *, checksum: bool, progress: bool, started: float) -> UpdateResult:
+    """Write the shards of ``todo`` (those an interrupted run of this update finished are kept),
+    then the new version's sample index and manifest, and switch ``index.json`` to it."""
+    path = job.dst
+    staging, kept = _begin(job.destination, job, current.version)
+    todo = [task for task in todo if task.index not in kept]
+    results = write_shards(job, todo, {**changes.reused, **kept}, staging, engine, progress=progress)
+    written = [r for i, r in results.items() if i not in changes.reused]
+    bytes_written = sum(r.entry.num_bytes for r in written)
+    record = describe_record(changes, len(written), bytes_written, from_version=current.version,
+                             checksum=checksum)
+    try:
+        manifest = build_manifest(path, job.plan, [results[i] for i in range(len(job.tasks))],
+                                  version=current.version + 1, last_update=record)
+    except OSError as err:
+        raise OutputError(f"Writing version {current.version + 1} of {path!r} failed: "
+                          f"{err.strerror or err}. Fix it (free space?), then run the same "
+                          "`packer update` again.") from err
+    _end(path)
     log.info("updated %s to version %d: %d shards written, %d reused", path, manifest.version,
              len(written), len(changes.reused))
     return UpdateResult(path, manifest, current.version, changes.added, changes.removed, changes.changed,
                         len(changes.reused), len(written), bytes_written, time.perf_counter() - started,
-                        resumed_shards=len(kept), collected=collected)
+                        resumed_shards=len(kept))
 
 
 def _plan(src: str | os.PathLike[str], destination: Destination, current: Manifest, *, strict: bool,
