@@ -46,6 +46,8 @@ def local(src: Path, tmp_path: Path, backend: Backend) -> Path:
 @pytest.mark.parametrize("num_tasks", [1, 3, 20])
 def test_tasks_then_merge_equal_a_local_run(src: Path, local: Path, tmp_path: Path, backend: Backend,
                                             num_tasks: int) -> None:
+    if num_tasks == 20 and backend.name != "lmdb":
+        pytest.skip("more tasks than shards does not depend on the backend: run once, with lmdb")
     dst = tmp_path / "array"
     shards = len(packer.open_dataset(local).manifest.shards)
     written = []

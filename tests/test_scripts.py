@@ -217,8 +217,7 @@ def test_bench_update(tmp_path: Path) -> None:
     before = tree(src)
     work = tmp_path / "work"
     scenarios = ("a-added", "b-removed", "c-changed", "d-new-class", "e-added-1pct")
-    # 3kB shards of ~1.8 kB images, about one image a shard: no stretch long enough to be cut into
-    # pieces, so the bounds hold on this tree (seeds 0-5 checked) and the script exits 0; it exits 1
+    # 3kB shards of ~1.8 kB images: the bounds hold on this tree and the script exits 0; it exits 1
     # when a bound fails or an update differs from a fresh conversion.
     text = run_script("bench_update.py", src, "--workdir", work, "--shard-size", "3kB", "--files", "3",
                       "--workers", "1", "--check", cwd=tmp_path).stdout
