@@ -78,3 +78,16 @@ def test_start_replaces_a_dataset_and_claim_agrees_on_one_plan(tmp_path: Path) -
     fewer = plan_job(src, arrays, options, overwrite=False, resume=True, num_tasks=3)
     with pytest.raises(ResumeError, match="same --num-tasks"):
         fewer.destination.claim(fewer.plan, 0)
+
+
+def test_finish_drops_shard_files_the_manifest_does_not_name(standard_tree: Path, tmp_path: Path) -> None:
+    # A shard renamed in by a run killed before its receipt, whose redo came out otherwise
+    # (a decoder crash pinned on one of its files), is named by no manifest: finish drops it.
+    dst = tmp_path / "dst"
+    manifest = packer.convert(standard_tree, dst, to="lmdb", shard_size=3000).manifest
+    stray = dst / "shard-0123456789abcdef.lmdb"
+    stray.write_bytes(b"an orphan")
+    Destination(dst).finish(manifest)
+    assert not stray.exists()
+    assert all((dst / shard.path).is_file() for shard in manifest.shards)
+    assert packer.verify_dataset(dst).ok

@@ -246,11 +246,18 @@ class Destination:
                 if is_temporary_name(name) and os.path.isfile(path):
                     os.unlink(path)
 
-    def finish(self) -> None:
-        """After the manifest is in place: drop the marker, the staging dir and the receipts
-        (another ``merge`` finishing at the same time may have dropped them already)."""
+    def finish(self, manifest: Manifest) -> None:
+        """After ``manifest`` is in place: drop the marker, the staging dir, the receipts
+        (another ``merge`` finishing at the same time may have dropped them already) and any
+        shard file it does not name (a shard renamed in by a run killed before its receipt,
+        whose redo came out otherwise: a decoder crash pinned on a file of it)."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(self.path, IN_PROGRESS_NAME))
+        named = {shard.path for shard in manifest.shards}
+        for name in os.listdir(self.path):
+            if name.startswith("shard-") and name not in named:
+                with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                    os.unlink(os.path.join(self.path, name))
         shutil.rmtree(os.path.join(self.path, TMP_DIR), ignore_errors=True)
         shutil.rmtree(os.path.join(self.path, RECEIPTS_DIR), ignore_errors=True)
         fsync_dir(self.path)

@@ -173,7 +173,7 @@ def merge(dst: str | os.PathLike[str], *, verify: bool = True,
     try:
         destination.remove_stray_temporaries()
         manifest = build_manifest(path, plan, [found[n] for n in range(plan.num_shards)])
-        destination.finish()
+        destination.finish(manifest)
     except OSError as err:
         raise OutputError(f"Writing the manifest of {path!r} failed: {err.strerror or err}. Fix it "
                           "(free space?), then run `packer merge` again.") from err

@@ -164,7 +164,7 @@ def run_conversion(src: str | os.PathLike[str], dst: str | os.PathLike[str], opt
     results = write_shards(job, todo, kept, staging, chosen, progress=progress)
     try:
         manifest = build_manifest(job.dst, plan, [results[i] for i in range(len(job.tasks))])
-        destination.finish()
+        destination.finish(manifest)
     except OSError as err:
         raise OutputError(f"Writing the manifest of {job.dst!r} failed: {err.strerror or err}. "
                           "Fix it (free space?), then run the same command with --resume.") from err
