@@ -45,7 +45,8 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
 @click.option("--to", "backend", type=click.Choice(backend_names()), required=True,
               help="Storage backend of the shards.")
 @click.option("--shard-size", type=SizeType(), default=DEFAULT_SHARD_SIZE, show_default="1GiB",
-              help="Planned bytes per shard, e.g. 512MB or 1GiB.")
+              help="Shard size, e.g. 512MB or 1GiB: shards hold a quarter to twice it, "
+                   "about 0.8 of it on average.")
 @click.option("--codec", type=click.Choice(codec_names()), default="original", show_default=True,
               help="How images are stored: 'original' keeps the source bytes untouched, 'jpeg' "
                    "re-encodes, 'pixels' stores decoded RGB (no decode when reading).")

@@ -29,8 +29,8 @@ class ConversionOptions:
 
     Args:
         to: Backend name, ``"lmdb"`` or ``"hdf5"``.
-        shard_size: Planned bytes per shard, as a number or text such as ``"512MB"``
-            (kept as a number of bytes).
+        shard_size: The shard size, as a number or text such as ``"512MB"`` (kept as a number
+            of bytes); shards hold a quarter to twice it.
         codec: How images are stored: ``"original"`` (source bytes untouched), ``"jpeg"``
             (re-encoded), ``"pixels"`` (decoded RGB).
         codec_options: The codec's options: ``{"quality": 90, "resize": 256}`` for ``jpeg``,

@@ -86,7 +86,8 @@ def convert(
             (plain text, CSV or JSON Lines; see :mod:`packer.source.listfile`).
         dst: New or empty directory (or an earlier packer dataset, with ``overwrite``).
         to: Backend name, ``"lmdb"`` or ``"hdf5"``.
-        shard_size: Planned bytes per shard, as a number or text such as ``"512MB"``.
+        shard_size: The shard size, as a number or text such as ``"512MB"``: shards hold a
+            quarter to twice it, about 0.8 of it on average (:mod:`packer.conversion.sharding`).
         codec: How images are stored; ``"original"`` keeps the source bytes untouched,
             ``"jpeg"`` re-encodes, ``"pixels"`` stores decoded RGB (see packer.format.codecs.reencode).
         codec_options: The codec's options: ``{"quality": 90, "resize": 256}`` for ``jpeg``,

@@ -1,6 +1,6 @@
 """HDF5 shards: one HDF5 file per shard, payloads in one contiguous byte array.
 
-On-disk layout of ``shard-NNNNN.h5`` (format version 1):
+On-disk layout of ``shard-<sha256 prefix>.h5`` (one shard; unchanged since format version 1):
 
 * ``/blob``: 1-D ``uint8`` dataset, contiguous layout, no filters, holding every payload of the
   shard back to back in local-index order;

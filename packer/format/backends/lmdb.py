@@ -1,6 +1,6 @@
 """LMDB shards: one LMDB environment per shard, stored as a single file.
 
-On-disk layout of ``shard-NNNNN.lmdb`` (format version 1):
+On-disk layout of ``shard-<sha256 prefix>.lmdb`` (one shard; unchanged since format version 1):
 
 * an LMDB environment opened with ``subdir=False``: the path is the data file itself, and no
   ``-lock`` file is ever written (writers and readers both use ``lock=False``);
