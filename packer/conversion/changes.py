@@ -11,7 +11,6 @@ planned shard is written. The file counts compare each path's identity then and 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -20,6 +19,7 @@ from typing import Any
 from packer.conversion.job import Job
 from packer.conversion.receipts import ShardResult
 from packer.conversion.resume import shard_contents
+from packer.format.durable import sha256_file
 from packer.format.manifest import Manifest, ShardEntry, SkippedFile
 from packer.format.sample_index import SampleIndex
 
@@ -44,14 +44,10 @@ def source_digests(job: Job, workers: int) -> dict[str, str]:
     """SHA-256 (hex) of every source file of ``job``, by relative path; ``""`` when unreadable.
     Hashing releases the GIL, so ``workers`` threads read and hash in parallel."""
     def digest(path: str) -> str:
-        sha = hashlib.sha256()
         try:
-            with open(path, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    sha.update(block)
+            return sha256_file(path)
         except OSError:
             return ""
-        return sha.hexdigest()
 
     items = job.index.items
     with ThreadPoolExecutor(max(workers, 1)) as pool:
@@ -65,7 +61,11 @@ def compare(current: Manifest, index: SampleIndex, job: Job, *,
 
     ``digests`` (from :func:`source_digests`) switches matching to contents.
     """
-    then = _identities_then(current, index)
+    # The current version's paths and source identities, read once for both uses below.
+    paths_then = [index.path(i) for i in range(current.num_samples)]
+    sources = index.sources
+    sources_then = sources.tolist() if sources is not None else None
+    then = _identities_then(current, paths_then, sources_then)
     label_of = {item.relpath: item.label for item in job.index.items}
     added = removed = changed = 0
     now_paths = set()
@@ -92,8 +92,8 @@ def compare(current: Manifest, index: SampleIndex, job: Job, *,
             key = shard_contents(job.plan.options, named)
             old_shard = by_contents.get(key)
         if old_shard is not None:
-            result = _reuse(old_shard, task.items, task.inputs, task.fingerprint, index, skipped_then,
-                            label_of, metadata)
+            result = _reuse(old_shard, task.items, task.inputs, task.fingerprint, paths_then, sources_then,
+                            skipped_then, label_of, metadata)
             if result is not None:
                 reused[task.index] = result
     return Changes(added, removed, changed, reused)
@@ -103,16 +103,16 @@ def _short(hex_digest: str) -> int | None:
     return int.from_bytes(bytes.fromhex(hex_digest[:16]), "big", signed=True) if hex_digest else None
 
 
-def _identities_then(current: Manifest, index: SampleIndex) -> dict[str, tuple[int, int, int | None]]:
+def _identities_then(current: Manifest, paths: list[str], sources: list[list[int]] | None
+                     ) -> dict[str, tuple[int, int, int | None]]:
     """Each source path of the current version: ``(size, mtime_ns, short hash or None)``."""
-    sources = index.sources
     then: dict[str, tuple[int, int, int | None]] = {}
-    for i in range(current.num_samples):
+    for i, path in enumerate(paths):
         if sources is None:
-            then[index.path(i)] = (-2, -2, None)  # format 1 recorded no identity: changed
+            then[path] = (-2, -2, None)  # format 1 recorded no identity: changed
         else:
-            size, mtime, short = (int(v) for v in sources[i])
-            then[index.path(i)] = (size, mtime, short)
+            size, mtime, short = sources[i]
+            then[path] = (size, mtime, short)
     for skip in current.skipped:
         then[skip.path] = (skip.size, skip.mtime_ns, None)
     return then
@@ -126,11 +126,12 @@ def _metadata_of(job: Job) -> dict[str, str]:
 
 
 def _reuse(old: ShardEntry, items: Sequence[tuple[str, int, int, int]], inputs: str, fingerprint: str,
-           index: SampleIndex, skipped_then: dict[str, SkippedFile], label_of: dict[str, int],
+           paths_then: list[str], sources_then: list[list[int]] | None,
+           skipped_then: dict[str, SkippedFile], label_of: dict[str, int],
            metadata: dict[str, str]) -> ShardResult | None:
     """The result of planned shard ``items`` when it is the current version's shard ``old``:
     its samples and skips as they were, with today's labels, metadata and identities."""
-    relpaths = tuple(index.path(old.first + k) for k in range(old.num_samples))
+    relpaths = tuple(paths_then[old.first:old.first + old.num_samples])
     packed = set(relpaths)
     now = {relpath: (size, mtime) for relpath, _, size, mtime in items}
     skipped: list[SkippedFile] = []
@@ -143,8 +144,8 @@ def _reuse(old: ShardEntry, items: Sequence[tuple[str, int, int, int]], inputs: 
         skipped.append(replace(skip, size=now[relpath][0], mtime_ns=now[relpath][1]))
     if not packed <= now.keys():
         return None
-    sources = index.sources
-    shorts = [int(sources[old.first + k][2]) if sources is not None else 0 for k in range(old.num_samples)]
+    rows = sources_then[old.first:old.first + old.num_samples] if sources_then is not None else None
+    shorts = [row[2] for row in rows] if rows is not None else [0] * old.num_samples
     return ShardResult(
         entry=replace(old, first=-1, inputs=inputs),
         relpaths=relpaths,

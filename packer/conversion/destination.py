@@ -16,7 +16,8 @@ Moves: :meth:`Destination.check` (refuse, touching nothing) -> :meth:`Destinatio
 shards when resuming) or :meth:`Destination.claim` (array tasks: record the plan once, then
 check it) -> shards are renamed in as they finish -> :meth:`Destination.finish` after the
 manifest is in place (drop the marker, staging and receipts). :meth:`Destination.discard_staging`
-cleans up after a failed run; finished shards stay for ``--resume``.
+cleans up after a failed run; finished shards stay for ``--resume``. An update of a COMPLETE DST
+moves :meth:`Destination.begin_update` -> :meth:`Destination.end_update`; it stays COMPLETE.
 """
 
 from __future__ import annotations
@@ -26,22 +27,22 @@ import enum
 import json
 import os
 import shutil
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from packer.conversion.plan import JobPlan, shards_of_task
 from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, load_receipt
 from packer.errors import OutputError, OutputExistsError, ResumeError
-from packer.format.durable import atomic_write_bytes, fsync_dir, is_temporary_name
+from packer.format.durable import atomic_write_bytes, create_exclusively, fsync_dir, is_temporary_name
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, VERSIONS_DIR, Manifest
 from packer.format.sample_index import SAMPLES_DIR
 
-__all__ = ["TMP_DIR", "Destination", "DestinationState"]
+__all__ = ["TMP_DIR", "UPDATE_NAME", "Destination", "DestinationState"]
 
 #: DST's staging area: shards are written here, then renamed into DST.
 TMP_DIR = ".tmp"
-
+#: Present while ``packer update`` writes a new version of a complete DST, or after it was killed.
+UPDATE_NAME = ".packer-update"
 _SNIFF_BYTES = 64 << 20
 
 
@@ -166,19 +167,30 @@ class Destination:
         os.makedirs(self.path, exist_ok=True)
         if not keep and self.state in (DestinationState.COMPLETE, DestinationState.PARTIAL):
             self._clear()
-        self.remove_stray_temporaries()
-        atomic_write_bytes(os.path.join(self.path, IN_PROGRESS_NAME), _marker_bytes(plan))
-        staging = self.emptied(os.path.join(self.path, TMP_DIR))
+        staging = self._open(IN_PROGRESS_NAME, plan.to_marker())
         kept = self.keep_finished(plan.shard_fingerprints) if keep else {}
         return staging, kept
+
+    def begin_update(self, plan: JobPlan, from_version: int) -> tuple[str, dict[int, ShardResult]]:
+        """Mark a complete DST as being updated from ``from_version`` by ``plan`` (it stays
+        complete); return the emptied staging dir and the shards an interrupted run of this
+        very update finished (their receipts match), by number."""
+        staging = self._open(UPDATE_NAME, {"from_version": from_version, "plan": plan.to_marker()})
+        return staging, self.keep_finished(plan.shard_fingerprints)
+
+    def _open(self, marker: str, record: dict[str, Any]) -> str:
+        """Write ``marker`` with ``record``; return the emptied staging dir."""
+        self.remove_stray_temporaries()
+        atomic_write_bytes(os.path.join(self.path, marker), _json_bytes(record))
+        return self.emptied(os.path.join(self.path, TMP_DIR))
 
     def claim(self, plan: JobPlan, task_id: int) -> tuple[str, list[int], dict[int, ShardResult]]:
         """For array task ``task_id``: record ``plan`` unless another task already did, check
         that DST's plan is this one, and return the task's own emptied staging dir, its shard
         numbers and those of them already finished.
 
-        The marker appears atomically (written aside, then hard-linked into place, which fails
-        if the name exists, on local disks and NFS alike), so tasks starting together agree.
+        The marker appears atomically, first writer wins (:func:`~packer.format.durable.create_exclusively`),
+        so tasks starting together agree.
 
         Raises:
             ResumeError: DST holds the plan of another source, other options or task count.
@@ -186,20 +198,7 @@ class Destination:
         num_tasks = plan.num_tasks or 1
         mine = shards_of_task(plan.num_shards, task_id, num_tasks)
         os.makedirs(self.path, exist_ok=True)
-        marker = os.path.join(self.path, IN_PROGRESS_NAME)
-        aside = os.path.join(self.path, f".{IN_PROGRESS_NAME}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-        with open(aside, "wb") as handle:
-            handle.write(_marker_bytes(plan))
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(aside, marker)
-        except FileExistsError:
-            pass
-        else:
-            fsync_dir(self.path)
-        finally:
-            os.unlink(aside)
+        create_exclusively(os.path.join(self.path, IN_PROGRESS_NAME), _json_bytes(plan.to_marker()))
         recorded = self.marker()
         if recorded.get("fingerprint") != plan.fingerprint:
             raise ResumeError(f"{self.path!r} holds a conversion of another source tree or other "
@@ -251,13 +250,21 @@ class Destination:
         (another ``merge`` finishing at the same time may have dropped them already) and any
         shard file it does not name (a shard renamed in by a run killed before its receipt,
         whose redo came out otherwise: a decoder crash pinned on a file of it)."""
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(self.path, IN_PROGRESS_NAME))
         named = {shard.path for shard in manifest.shards}
         for name in os.listdir(self.path):
             if name.startswith("shard-") and name not in named:
                 with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                     os.unlink(os.path.join(self.path, name))
+        self._close(IN_PROGRESS_NAME)
+
+    def end_update(self) -> None:
+        """After the new version's ``index.json`` is in place: drop the update's marker, staging
+        and receipts."""
+        self._close(UPDATE_NAME)
+
+    def _close(self, marker: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.path, marker))
         shutil.rmtree(os.path.join(self.path, TMP_DIR), ignore_errors=True)
         shutil.rmtree(os.path.join(self.path, RECEIPTS_DIR), ignore_errors=True)
         fsync_dir(self.path)
@@ -289,5 +296,5 @@ class Destination:
         return staging
 
 
-def _marker_bytes(plan: JobPlan) -> bytes:
-    return (json.dumps(plan.to_marker(), indent=2, sort_keys=True) + "\n").encode("utf-8")
+def _json_bytes(record: dict[str, Any]) -> bytes:
+    return (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8")

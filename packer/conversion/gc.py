@@ -11,13 +11,12 @@ interrupted update finished (its receipts name them: running the update again ke
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from dataclasses import dataclass
 
 from packer.conversion.destination import Destination, DestinationState
 from packer.conversion.lock import dataset_lock
-from packer.conversion.receipts import RECEIPTS_DIR
+from packer.conversion.receipts import receipted_files
 from packer.errors import NotADatasetError
 from packer.format.durable import fsync_dir
 from packer.format.manifest import VERSIONS_DIR, Manifest, dataset_versions
@@ -36,18 +35,6 @@ class GcResult:
     removed_files: tuple[str, ...]
     freed_bytes: int
     dry_run: bool = False
-
-
-def _unfinished_update_files(dst: str) -> set[str]:
-    """Shards an interrupted update finished (named in its receipts): kept for its rerun."""
-    folder = os.path.join(dst, RECEIPTS_DIR)
-    names: set[str] = set()
-    if os.path.isdir(folder):
-        for name in os.listdir(folder):
-            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-                with open(os.path.join(folder, name), encoding="utf-8", errors="surrogateescape") as handle:
-                    names.add(str(json.load(handle)["entry"]["path"]))
-    return names
 
 
 def collect_garbage(dst: str | os.PathLike[str], *, keep_versions: int = 1,
@@ -71,7 +58,7 @@ def collect_garbage(dst: str | os.PathLike[str], *, keep_versions: int = 1,
         versions = dataset_versions(path)
         older = [v for v in versions if v < current.version]
         kept = [*older[len(older) - min(keep_versions - 1, len(older)):], current.version]
-        used = set(_unfinished_update_files(path))
+        used = receipted_files(path)  # an interrupted update's finished shards: kept for its rerun
         for version in kept:
             manifest = current if version == current.version else Manifest.load(path, version)
             used.update(shard.path for shard in manifest.shards)

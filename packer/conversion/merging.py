@@ -23,7 +23,7 @@ from typing import Any
 
 from packer.conversion.destination import Destination, DestinationState
 from packer.conversion.plan import JobPlan, describe_shards, shard_name
-from packer.conversion.receipts import ShardResult, load_receipt, receipt_path
+from packer.conversion.receipts import ShardResult, receipt_path
 from packer.errors import MissingShardsError, NotADatasetError, OutputError
 from packer.format.durable import sha256_file
 from packer.format.manifest import Manifest, ShardEntry
@@ -97,15 +97,8 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, v
 
 def finished_shards(dst: str, plan: JobPlan) -> tuple[dict[int, ShardResult], list[int]]:
     """Receipts of the planned shards that are finished, and the numbers of those that are not."""
-    found: dict[int, ShardResult] = {}
-    missing: list[int] = []
-    for number, fingerprint in enumerate(plan.shard_fingerprints):
-        receipt = load_receipt(dst, fingerprint)
-        if receipt is not None:
-            found[number] = receipt
-        else:
-            missing.append(number)
-    return found, missing
+    found = Destination(dst).keep_finished(plan.shard_fingerprints)
+    return found, [number for number in range(plan.num_shards) if number not in found]
 
 
 def unwritten_shards(dst: str, plan: JobPlan) -> list[int]:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 from packer.format.manifest import ShardEntry, SkippedFile
 
-__all__ = ["RECEIPTS_DIR", "ShardResult", "load_receipt", "receipt_path"]
+__all__ = ["RECEIPTS_DIR", "ShardResult", "load_receipt", "receipt_path", "receipted_files"]
 
 #: Where finished shards leave their receipts, under DST.
 RECEIPTS_DIR = ".receipts"
@@ -46,13 +46,12 @@ def receipt_path(dst: str, fingerprint: str) -> str:
     return os.path.join(dst, RECEIPTS_DIR, fingerprint + ".json")
 
 
-def load_receipt(dst: str, fingerprint: str) -> ShardResult | None:
-    """The receipt of a finished shard, or None when it is missing, damaged, of another plan,
-    or its shard file is not there with the size it records."""
+def _read_receipt(path: str) -> ShardResult | None:
+    """The receipt at ``path``, or None when it is missing or damaged."""
     try:
-        with open(receipt_path(dst, fingerprint), encoding="utf-8", errors="surrogateescape") as handle:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
             data = json.load(handle)
-        result = ShardResult(
+        return ShardResult(
             entry=ShardEntry(**data["entry"]),
             relpaths=tuple(data["relpaths"]),
             targets=tuple(data["targets"]),
@@ -64,10 +63,24 @@ def load_receipt(dst: str, fingerprint: str) -> ShardResult | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if result.fingerprint != fingerprint:
+
+
+def load_receipt(dst: str, fingerprint: str) -> ShardResult | None:
+    """The receipt of a finished shard, or None when it is missing, damaged, of another plan,
+    or its shard file is not there with the size it records."""
+    result = _read_receipt(receipt_path(dst, fingerprint))
+    if result is None or result.fingerprint != fingerprint:
         return None
     try:
         finished = os.path.getsize(os.path.join(dst, result.entry.path)) == result.entry.num_bytes
     except OSError:
         finished = False
     return result if finished else None
+
+
+def receipted_files(dst: str) -> set[str]:
+    """The shard files every receipt in DST names (a run in progress, or killed, wrote them)."""
+    folder = os.path.join(dst, RECEIPTS_DIR)
+    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    found = (_read_receipt(os.path.join(folder, name)) for name in names if name.endswith(".json"))
+    return {result.entry.path for result in found if result is not None}

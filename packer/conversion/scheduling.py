@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from packer.conversion.engines.base import task_error
 from packer.conversion.receipts import ShardResult
+from packer.conversion.sharding import cut_greedily
 from packer.conversion.tasks import SegmentResult, SegmentTask, ShardAssembler, ShardTask, Task, shard_of
 from packer.errors import ShardError
 
@@ -38,24 +39,9 @@ def make_tasks(shards: list[ShardTask], workers: int) -> list[Task]:
     for shard in shards:
         sizes = [max(size, 0) for _, _, size, _ in shard.items]
         target = max(1, -(-sum(sizes) // pieces))
-        for number, (start, stop) in enumerate(_segments(sizes, target)):
+        for number, (start, stop) in enumerate(cut_greedily(sizes, 0, len(sizes), target)):
             tasks.append(SegmentTask(shard, number, start, stop))
     return tasks
-
-
-def _segments(sizes: list[int], target: int) -> list[tuple[int, int]]:
-    """Cut items into contiguous runs of at most ``target`` bytes (an item larger than that
-    gets a run of its own). Segments only share out work within a shard: any cut will do."""
-    runs: list[tuple[int, int]] = []
-    start = planned = 0
-    for position, size in enumerate(sizes):
-        if position > start and planned + size > target:
-            runs.append((start, position))
-            start, planned = position, 0
-        planned += size
-    if start < len(sizes):
-        runs.append((start, len(sizes)))
-    return runs
 
 
 class Collector:

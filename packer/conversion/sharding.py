@@ -32,7 +32,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["ShardPlan", "is_natural_boundary", "plan_shards", "shard_bounds"]
+__all__ = ["ShardPlan", "cut_greedily", "is_natural_boundary", "plan_shards", "shard_bounds"]
 
 _HASH_RANGE = float(1 << 64)
 #: Natural boundaries per ``shard_size`` bytes: with the quarter-shard lower bound, stretches
@@ -101,7 +101,7 @@ def _cut(sizes: list[int], relpaths: Sequence[str], start: int, stop: int, shard
     if level > 0 and not last and (sum(sizes[start:stop]) <= most or stop - start == 1):
         return [(start, stop)]
     if level > _LEVELS:
-        return _greedy(sizes, start, stop, most)
+        return cut_greedily(sizes, start, stop, most)
     scale = 4 ** level
     ends: list[int] = []
     total = last_natural = 0
@@ -123,8 +123,9 @@ def _cut(sizes: list[int], relpaths: Sequence[str], start: int, stop: int, shard
     return pieces
 
 
-def _greedy(sizes: list[int], start: int, stop: int, most: int) -> list[tuple[int, int]]:
-    """Cut before each item that would take a piece past ``most`` (an item larger stands alone)."""
+def cut_greedily(sizes: Sequence[int], start: int, stop: int, most: int) -> list[tuple[int, int]]:
+    """Items ``start:stop`` cut before each item that would take a piece past ``most`` bytes (an
+    item larger stands alone): the last resort here, and how a shard is shared out in segments."""
     pieces: list[tuple[int, int]] = []
     first, planned = start, 0
     for position in range(start, stop):

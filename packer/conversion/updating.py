@@ -20,16 +20,14 @@ every shard it finished and ends with the same version an uninterrupted run give
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from packer.conversion.changes import Changes, compare, describe_record, source_digests
-from packer.conversion.destination import TMP_DIR, Destination, DestinationState
+from packer.conversion.destination import Destination, DestinationState
 from packer.conversion.engines.base import Engine
 from packer.conversion.execution import choose_engine, write_shards
 from packer.conversion.gc import GcResult, collect_garbage
@@ -37,21 +35,15 @@ from packer.conversion.job import Job, plan_source
 from packer.conversion.lock import dataset_lock
 from packer.conversion.merging import build_manifest
 from packer.conversion.options import ConversionOptions
-from packer.conversion.receipts import RECEIPTS_DIR, ShardResult
 from packer.conversion.tasks import ShardTask
 from packer.errors import NotADatasetError, OutputError
 from packer.format.backends import get_backend
-from packer.format.durable import atomic_write_bytes, fsync_dir
 from packer.format.manifest import Manifest
 from packer.format.sample_index import SampleIndex
 
-__all__ = ["UPDATE_NAME", "UpdateResult", "update"]
+__all__ = ["UpdateResult", "update"]
 
 log = logging.getLogger(__name__)
-
-#: Present while an update writes a new version of DST, or after one was killed.
-UPDATE_NAME = ".packer-update"
-
 
 @dataclass(frozen=True)
 class UpdateResult:
@@ -137,7 +129,7 @@ def _write_version(job: Job, current: Manifest, changes: Changes, todo: list[Sha
     """Write the shards of ``todo`` (those an interrupted run of this update finished are kept),
     then the new version's sample index and manifest, and switch ``index.json`` to it."""
     path = job.dst
-    staging, kept = _begin(job.destination, job, current.version)
+    staging, kept = job.destination.begin_update(job.plan, current.version)
     todo = [task for task in todo if task.index not in kept]
     results = write_shards(job, todo, {**changes.reused, **kept}, staging, engine, progress=progress)
     written = [r for i, r in results.items() if i not in changes.reused]
@@ -151,7 +143,7 @@ def _write_version(job: Job, current: Manifest, changes: Changes, todo: list[Sha
         raise OutputError(f"Writing version {current.version + 1} of {path!r} failed: "
                           f"{err.strerror or err}. Fix it (free space?), then run the same "
                           "`packer update` again.") from err
-    _end(path)
+    job.destination.end_update()
     log.info("updated %s to version %d: %d shards written, %d reused", path, manifest.version,
              len(written), len(changes.reused))
     return UpdateResult(path, manifest, current.version, changes.added, changes.removed, changes.changed,
@@ -188,23 +180,3 @@ def _up_to_date(current: Manifest, job: Job, changes: Changes) -> bool:
     return (len(changes.reused) == len(job.tasks)
             and current.extra.get("plan_fingerprint") == job.plan.fingerprint
             and [shard.inputs for shard in current.shards] == list(job.plan.shard_inputs))
-
-
-def _begin(destination: Destination, job: Job, from_version: int) -> tuple[str, dict[int, ShardResult]]:
-    """Record the update in DST, empty the staging area, and find the shards an interrupted run
-    of this very update finished (their receipts match)."""
-    destination.remove_stray_temporaries()
-    record = {"from_version": from_version, "plan": job.plan.to_marker()}
-    atomic_write_bytes(os.path.join(destination.path, UPDATE_NAME),
-                       (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-    staging = destination.emptied(os.path.join(destination.path, TMP_DIR))
-    return staging, destination.keep_finished(job.plan.shard_fingerprints)
-
-
-def _end(path: str) -> None:
-    """After the switch: drop the update's marker, staging area and receipts."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(os.path.join(path, UPDATE_NAME))
-    shutil.rmtree(os.path.join(path, TMP_DIR), ignore_errors=True)
-    shutil.rmtree(os.path.join(path, RECEIPTS_DIR), ignore_errors=True)
-    fsync_dir(path)

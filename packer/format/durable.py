@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import uuid
 
 from packer.errors import OutputError
 
-__all__ = ["atomic_write_bytes", "fsync_dir", "is_temporary_name", "sha256_file",
+__all__ = ["atomic_write_bytes", "create_exclusively", "fsync_dir", "is_temporary_name", "sha256_file",
            "write_named_file"]
 
 _CHUNK = 4 << 20
@@ -47,6 +48,29 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(directory)
+
+
+def create_exclusively(path: str, data: bytes) -> bool:
+    """Create ``path`` holding ``data``, whole, unless it exists; return whether this call did.
+
+    Written aside (``.<name>.<pid>.<random>.tmp``) and fsynced, then hard-linked into place:
+    ``link`` fails when the name exists, on local disks and NFS alike, so of several processes
+    racing to create one file exactly one wins and the others see its complete content.
+    """
+    directory, name = os.path.split(os.path.abspath(path))
+    aside = os.path.join(directory, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    with open(aside, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    try:
+        os.link(aside, path)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(aside)
+    fsync_dir(directory)
+    return True
 
 
 def sha256_file(path: str) -> str:

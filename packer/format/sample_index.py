@@ -35,7 +35,7 @@ import numpy as np
 from packer.format.durable import atomic_write_bytes
 from packer.format.manifest import FileEntry, Manifest
 
-__all__ = ["INDEX_FILES", "METADATA_FILES", "SAMPLES_DIR", "SOURCES_FILE", "SampleIndex",
+__all__ = ["INDEX_FILES", "METADATA_FILES", "SAMPLES_DIR", "SampleIndex",
            "estimate_index_bytes", "write_sample_index"]
 
 SAMPLES_DIR: Final = "samples"
@@ -45,14 +45,13 @@ INDEX_FILES: Final[dict[str, str]] = {
     "path_offsets": "samples/path_offsets.npy",
     "paths": "samples/paths.bin",
 }
-#: Each sample's source identity, ``int64[N, 3]`` (format 2): what ``packer update`` compares.
-SOURCES_FILE: Final = {"sources": "samples/sources.npy"}
 #: Only for list sources: each sample's other columns, one JSON object per sample, cut the same way.
 METADATA_FILES: Final[dict[str, str]] = {
     "metadata_offsets": "samples/metadata_offsets.npy",
     "metadata": "samples/metadata.bin",
 }
-_PLAIN_NAMES: Final = {**INDEX_FILES, **SOURCES_FILE, **METADATA_FILES}
+#: Every index file's plain name (format 1's); ``sources``, ``int64[N, 3]``, is format 2's.
+_PLAIN_NAMES: Final = {**INDEX_FILES, "sources": "samples/sources.npy", **METADATA_FILES}
 
 #: The header numpy writes before an array in a ``.npy`` file (format 1.0, padded to 128).
 _NPY_HEADER = 128
@@ -120,10 +119,10 @@ class SampleIndex:
     manifest's ``sample_index`` lists them (:meth:`of`).
     """
 
-    def __init__(self, root: str, num_samples: int, files: Mapping[str, str] | None = None) -> None:
+    def __init__(self, root: str, num_samples: int, files: Mapping[str, str]) -> None:
         self.root = root
         self.num_samples = num_samples
-        self.files = dict(files) if files is not None else {**INDEX_FILES, **METADATA_FILES}
+        self.files = dict(files)
         self._targets: np.ndarray | None = None
         self._offsets: np.ndarray | None = None
         self._paths: np.ndarray | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from packer.conversion.updating import UPDATE_NAME
+from packer.conversion.destination import UPDATE_NAME
 from packer.format.manifest import Manifest, dataset_versions
 
 __all__ = ["dataset_info"]
