@@ -20,6 +20,13 @@
     │   ├── ManifestError                index.json is malformed or from a newer packer
     │   ├── ShardError                   a shard file is missing, damaged or failed to write
     │   └── VersionGoneError             a reader's pinned version was removed by ``gc``
+    └── StoreError                       where a dataset lives (a URL, the node cache) fails us
+        ├── ObjectNotFoundError          a URL's object, prefix or bucket is missing (+FileNotFoundError)
+        ├── AccessDeniedError            credentials missing, wrong or refused (+PermissionError)
+        ├── StoreUnavailableError        the store kept failing (5xx, throttling, timeouts, resets)
+        │                                past the retry limit
+        ├── IntegrityError               fetched bytes differ from the recorded size or digest, twice
+        └── CacheError                   the node cache cannot hold what a read needs (+OSError)
 
 Every message says what happened, which path, and what to do about it. Programming errors
 (a wrong argument type, an index out of range) stay builtins.
@@ -48,6 +55,12 @@ __all__ = [
     "SourceNotFoundError",
     "UnknownNameError",
     "VersionGoneError",
+    "StoreError",
+    "ObjectNotFoundError",
+    "AccessDeniedError",
+    "StoreUnavailableError",
+    "IntegrityError",
+    "CacheError",
 ]
 
 
@@ -154,3 +167,28 @@ class ShardError(DatasetError):
 
 class VersionGoneError(DatasetError):
     """The version a reader opened was removed by ``packer gc`` before the reader reopened it."""
+
+
+class StoreError(PackerError):
+    """Where a dataset's bytes live (an object store, an HTTP server, the node cache) failed."""
+
+
+class ObjectNotFoundError(StoreError, FileNotFoundError):
+    """A URL's object, prefix or bucket does not exist."""
+
+
+class AccessDeniedError(StoreError, PermissionError):
+    """The store refused the credentials (or found none)."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store kept failing with transient faults (5xx, throttling, timeouts, dropped
+    connections) past the retry limit."""
+
+
+class IntegrityError(StoreError):
+    """Fetched bytes differ from the size or digest recorded at conversion, even fetched again."""
+
+
+class CacheError(StoreError, OSError):
+    """The node cache cannot hold what a read needs (its disk is full, or below its floor)."""

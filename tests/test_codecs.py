@@ -193,7 +193,7 @@ class PngCodec(Codec):
 def test_a_registered_codec_converts_reads_and_exports_like_a_built_in(tmp_path: Path) -> None:
     """register_codec: a third-party codec works end to end (conversion workers included)."""
     from packer.format.codecs import codec_names, register_codec
-    from packer.format.codecs.registry import _CODECS
+    from packer.format.codecs.registry import CODECS
 
     with pytest.raises(ValueError, match="needs a Codec subclass"):
         register_codec(object)  # type: ignore[arg-type]
@@ -211,4 +211,4 @@ def test_a_registered_codec_converts_reads_and_exports_like_a_built_in(tmp_path:
         assert sorted(p.name for p in (tmp_path / "out").rglob("*.png")) == ["x.png", "y.png"]
         assert result.exported_as == "PNG files"
     finally:
-        _CODECS.pop("png-test", None)
+        CODECS.unregister("png-test")

@@ -19,6 +19,7 @@ from imagetools import dataset_snapshot, mixed_tree
 import packer
 from packer.conversion.engines import ExecutorEngine, LocalEngine, Progress, open_engine
 from packer.conversion.engines.executor import execute_task
+from packer.errors import UnknownNameError
 from packer.format.backends import Backend
 from packer.format.manifest import MANIFEST_NAME
 
@@ -128,7 +129,8 @@ def test_engine_options_must_fit_the_engine() -> None:
         pass
     with pytest.raises(ValueError, match="--engine dask"), open_engine("local", scheduler="tcp://x:1"):
         pass
-    with pytest.raises(ValueError, match="engine must be one of"), open_engine("ray"):
+    with pytest.raises(UnknownNameError, match="Unknown engine 'ray'; available: dask, local, pbs, slurm"), \
+            open_engine("ray"):
         pass
     with open_engine("local", workers=3) as engine:
         assert isinstance(engine, LocalEngine) and engine.parallelism == 3

@@ -72,7 +72,7 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
 @click.option("--allow-empty", is_flag=True, help="Accept class folders without images.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the plan as JSON.")
-@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+@click.option("--engine", type=click.Choice(ENGINES.names(sort=False)), default="local", show_default=True,
               help="Where shard tasks run: worker processes here, a Dask cluster, or Dask workers "
                    "in Slurm/PBS jobs (dask, slurm, pbs need: pip install 'packer-shards[dask]').")
 @click.option("--scheduler", default=None,

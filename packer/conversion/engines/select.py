@@ -1,31 +1,100 @@
-"""Choose and open an engine by name: what ``packer convert --engine NAME`` does."""
+"""Choose and open an engine by name: what ``packer convert --engine NAME`` does.
+
+Engines are named in one :class:`~packer.registry.Registry` of openers: an opener takes the
+command line's engine options (:class:`EngineRequest`), refuses those that do not fit it, and
+yields an open :class:`Engine`. A plugin registers its own with ``ENGINES.register``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Final
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 
 from packer.conversion.engines.base import Engine
 from packer.conversion.engines.local import LocalEngine
 from packer.cpus import available_cpus
+from packer.registry import Lazy, Registry
 
-__all__ = ["ENGINES", "open_engine"]
-
-#: Engine names for :func:`open_engine` (and ``packer convert --engine``).
-ENGINES: Final = ("local", "dask", "slurm", "pbs")
+__all__ = ["ENGINES", "EngineRequest", "open_engine"]
 
 
-def _check_flags(name: str, scheduler: str | None, batch: dict[str, object]) -> None:
-    if name not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {name!r}")
-    if name in ("local", "dask"):
-        wrong = [flag for flag, value in batch.items() if value is not None]
-        if scheduler is not None and name == "local":
-            wrong.append("--scheduler")
-        if wrong:
-            raise ValueError(f"{', '.join(wrong)} only apply to "
-                             f"{'--engine dask' if wrong == ['--scheduler'] else '--engine slurm or pbs'}")
+@dataclass(frozen=True)
+class EngineRequest:
+    """The engine options of ``packer convert`` (``None``: not given)."""
+
+    workers: int | None = None
+    scheduler: str | None = None
+    jobs: int | None = None
+    queue: str | None = None
+    walltime: str | None = None
+    account: str | None = None
+    cores: int = 4
+    memory: str = "16GB"
+
+    def batch_flags(self) -> list[str]:
+        """The batch-system flags that were given."""
+        given = {"--jobs": self.jobs, "--partition/--queue": self.queue, "--walltime": self.walltime,
+                 "--account": self.account}
+        return [flag for flag, value in given.items() if value is not None]
+
+
+EngineOpener = Callable[[EngineRequest], AbstractContextManager[Engine]]
+
+
+@contextmanager
+def open_local(request: EngineRequest) -> Iterator[Engine]:
+    """``local``: ``workers`` processes on this machine."""
+    wrong = request.batch_flags() + (["--scheduler"] if request.scheduler is not None else [])
+    if wrong:
+        raise ValueError(f"{', '.join(wrong)} only apply to "
+                         f"{'--engine dask' if wrong == ['--scheduler'] else '--engine slurm or pbs'}")
+    yield LocalEngine(request.workers or available_cpus())
+
+
+@contextmanager
+def open_dask(request: EngineRequest) -> Iterator[Engine]:
+    """``dask``: the cluster at ``scheduler``, or a ``LocalCluster`` of ``workers`` processes."""
+    from packer.conversion.engines import dask_cluster  # the optional extra, only when asked for
+
+    if request.batch_flags():
+        raise ValueError(f"{', '.join(request.batch_flags())} only apply to --engine slurm or pbs")
+    if request.scheduler is not None and request.workers is not None:
+        raise ValueError("--workers sizes a local Dask cluster; with --scheduler the cluster "
+                         "has its own workers")
+    with dask_cluster.dask_engine(request.scheduler, workers=request.workers) as engine:
+        yield engine
+
+
+def _batch_opener(kind: str) -> EngineOpener:
+    @contextmanager
+    def open_batch(request: EngineRequest) -> Iterator[Engine]:
+        from packer.conversion.engines import dask_cluster
+
+        if request.scheduler is not None or request.workers is not None:
+            raise ValueError(f"--engine {kind} starts its own workers: use --jobs and --job-cores, "
+                             "not --scheduler or --workers")
+        if request.jobs is None or request.walltime is None:
+            raise ValueError(f"--engine {kind} needs --jobs and --walltime")
+        with dask_cluster.jobqueue_engine(kind, jobs=request.jobs, queue=request.queue,
+                                          walltime=request.walltime, cores=request.cores,
+                                          memory=request.memory, account=request.account) as engine:
+            yield engine
+
+    open_batch.__doc__ = f"``{kind}``: batch jobs of Dask workers (``jobs``, ``walltime``, ...)."
+    return open_batch
+
+
+open_slurm = _batch_opener("slurm")
+open_pbs = _batch_opener("pbs")
+
+#: Engine names for :func:`open_engine` (and ``packer convert --engine``), in the order shown.
+ENGINES: Registry[EngineOpener] = Registry("engine", {
+    "local": Lazy("packer.conversion.engines.select:open_local"),
+    "dask": Lazy("packer.conversion.engines.select:open_dask", "dask"),
+    "slurm": Lazy("packer.conversion.engines.select:open_slurm", "dask"),
+    "pbs": Lazy("packer.conversion.engines.select:open_pbs", "dask"),
+})
 
 
 @contextmanager
@@ -40,28 +109,12 @@ def open_engine(name: str = "local", *, workers: int | None = None, scheduler: s
     ``walltime``, charged to ``account``. The last three need the ``dask`` extra.
 
     Raises:
-        ValueError: unknown name, or options that do not fit the engine (the message says which).
+        UnknownNameError: unknown name (the message lists the choices; also a ValueError).
+        ValueError: options that do not fit the engine (the message says which).
         MissingExtraError: the engine's extra is not installed.
     """
-    _check_flags(name, scheduler, {"--jobs": jobs, "--partition/--queue": queue,
-                                   "--walltime": walltime, "--account": account})
-    if name == "local":
-        yield LocalEngine(workers or available_cpus())
-        return
-    from packer.conversion.engines import dask_cluster  # the optional extra, only when asked for
-
-    if name == "dask":
-        if scheduler is not None and workers is not None:
-            raise ValueError("--workers sizes a local Dask cluster; with --scheduler the cluster "
-                             "has its own workers")
-        with dask_cluster.dask_engine(scheduler, workers=workers) as engine:
-            yield engine
-        return
-    if scheduler is not None or workers is not None:
-        raise ValueError(f"--engine {name} starts its own workers: use --jobs and --job-cores, "
-                         "not --scheduler or --workers")
-    if jobs is None or walltime is None:
-        raise ValueError(f"--engine {name} needs --jobs and --walltime")
-    with dask_cluster.jobqueue_engine(name, jobs=jobs, queue=queue, walltime=walltime, cores=cores,
-                                      memory=memory, account=account) as engine:
+    opener = ENGINES.get(name)
+    request = EngineRequest(workers=workers, scheduler=scheduler, jobs=jobs, queue=queue,
+                            walltime=walltime, account=account, cores=cores, memory=memory)
+    with opener(request) as engine:
         yield engine

@@ -5,21 +5,21 @@ Backend modules are imported on first use, so ``import packer`` stays light.
 
 from __future__ import annotations
 
-import importlib
-
-from packer.errors import UnknownNameError
 from packer.format.backends.base import Backend, ShardReader, ShardWriter
+from packer.registry import Registry
 
-__all__ = ["Backend", "ShardReader", "ShardWriter", "backend_names", "get_backend",
+__all__ = ["BACKENDS", "Backend", "ShardReader", "ShardWriter", "backend_names", "get_backend",
            "register_backend"]
 
-_KNOWN: dict[str, str] = {"hdf5": "packer.format.backends.hdf5", "lmdb": "packer.format.backends.lmdb"}
-_LOADED: dict[str, Backend] = {}
+BACKENDS: Registry[Backend] = Registry("backend", {
+    "hdf5": "packer.format.backends.hdf5:BACKEND",
+    "lmdb": "packer.format.backends.lmdb:BACKEND",
+})
 
 
 def backend_names() -> tuple[str, ...]:
     """Sorted names of every registered backend."""
-    return tuple(sorted(set(_KNOWN) | set(_LOADED)))
+    return BACKENDS.names()
 
 
 def get_backend(name: str) -> Backend:
@@ -28,12 +28,7 @@ def get_backend(name: str) -> Backend:
     Raises:
         UnknownNameError: no backend of that name; the message lists the choices.
     """
-    if name not in _LOADED:
-        if name not in _KNOWN:
-            raise UnknownNameError(f"Unknown backend {name!r}; available: {', '.join(backend_names())}")
-        module = importlib.import_module(_KNOWN[name])
-        _LOADED[name] = module.BACKEND
-    return _LOADED[name]
+    return BACKENDS.get(name)
 
 
 def register_backend(backend: Backend, *, replace: bool = False) -> None:
@@ -42,6 +37,4 @@ def register_backend(backend: Backend, *, replace: bool = False) -> None:
     Raises:
         ValueError: the name is taken and ``replace`` is off.
     """
-    if not replace and backend.name in backend_names():
-        raise ValueError(f"backend {backend.name!r} is already registered")
-    _LOADED[backend.name] = backend
+    BACKENDS.register(backend.name, backend, replace=replace)

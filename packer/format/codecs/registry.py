@@ -11,10 +11,14 @@ from packer.format.codecs.base import Codec
 from packer.format.codecs.jpeg import JpegCodec
 from packer.format.codecs.original import OriginalCodec
 from packer.format.codecs.pixels import PixelsCodec
+from packer.registry import Registry
 
-__all__ = ["codec_class", "codec_names", "get_codec", "register_codec"]
+__all__ = ["CODECS", "codec_class", "codec_names", "get_codec", "register_codec"]
 
-_CODECS: dict[str, type[Codec]] = {c.name: c for c in (OriginalCodec, JpegCodec, PixelsCodec)}
+CODECS: Registry[type[Codec]] = Registry(
+    "codec", hint="A dataset written by a newer packer may need an upgrade (pip install -U packer-shards).")
+for _builtin in (OriginalCodec, JpegCodec, PixelsCodec):
+    CODECS.register(_builtin.name, _builtin)
 
 
 def register_codec(codec: type[Codec], *, replace: bool = False) -> None:
@@ -25,15 +29,12 @@ def register_codec(codec: type[Codec], *, replace: bool = False) -> None:
     """
     if not (isinstance(codec, type) and issubclass(codec, Codec)):
         raise ValueError(f"register_codec needs a Codec subclass, not {codec!r}")
-    if codec.name in _CODECS and not replace:
-        raise ValueError(f"a codec named {codec.name!r} is already registered "
-                         "(pass replace=True to replace it)")
-    _CODECS[codec.name] = codec
+    CODECS.register(codec.name, codec, replace=replace)
 
 
 def codec_names() -> tuple[str, ...]:
     """Sorted names of the registered codecs (the CLI's ``--codec`` choices)."""
-    return tuple(sorted(_CODECS))
+    return CODECS.names()
 
 
 def codec_class(name: str) -> type[Codec]:
@@ -42,12 +43,7 @@ def codec_class(name: str) -> type[Codec]:
     Raises:
         UnknownNameError: no codec of that name; the message lists the choices.
     """
-    try:
-        return _CODECS[name]
-    except KeyError:
-        raise UnknownNameError(f"Unknown codec {name!r}; available: {', '.join(codec_names())}. "
-                               "A dataset written by a newer packer may need an upgrade "
-                               "(pip install -U packer-shards).") from None
+    return CODECS.get(name)
 
 
 def get_codec(name: str, params: Mapping[str, Any] | None = None) -> Codec:

@@ -1,0 +1,105 @@
+"""One name -> implementation registry, shared by stores, backends, codecs and engines.
+
+Modelled on fsspec's ``registry.py``: built-in names map to an import path (``"module:attr"``),
+imported on first use so ``import packer`` stays light, plus the extra to install when that
+import fails; plugins register objects directly. An unknown name lists the choices; a missing
+optional dependency names the ``pip install`` line that brings it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from packer.errors import MissingExtraError, UnknownNameError
+
+__all__ = ["Lazy", "Registry"]
+
+T = TypeVar("T")
+
+#: The distribution users install (``pip install packer-shards[extra]``).
+_DISTRIBUTION = "packer-shards"
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """A built-in implementation not imported yet: ``"module:attr"`` and the extra it needs."""
+
+    target: str
+    extra: str | None = None
+
+
+class Registry(Generic[T]):
+    """Names of one kind of implementation (``kind``: "backend", "codec", ...).
+
+    Args:
+        kind: What the names name, for messages.
+        builtins: Name -> :class:`Lazy` (or a plain ``"module:attr"`` text).
+        hint: A sentence added to the unknown-name error (say, how to get newer names).
+    """
+
+    def __init__(self, kind: str, builtins: Mapping[str, Lazy | str] | None = None, *,
+                 hint: str = "") -> None:
+        self.kind = kind
+        self.hint = hint
+        self._lazy: dict[str, Lazy] = {name: Lazy(spec) if isinstance(spec, str) else spec
+                                       for name, spec in (builtins or {}).items()}
+        self._loaded: dict[str, T] = {}
+
+    def names(self, *, sort: bool = True) -> tuple[str, ...]:
+        """Names of every registered implementation: sorted, or built-ins first in their order."""
+        names = dict.fromkeys([*self._lazy, *self._loaded])
+        return tuple(sorted(names) if sort else names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._lazy or name in self._loaded
+
+    def get(self, name: str) -> T:
+        """The implementation registered as ``name``, importing it on first use.
+
+        Raises:
+            UnknownNameError: no such name; the message lists the choices.
+            MissingExtraError: its optional dependency is not installed; names the extra.
+        """
+        if name in self._loaded:
+            return self._loaded[name]
+        spec = self._lazy.get(name)
+        if spec is None:
+            hint = f". {self.hint}" if self.hint else ""
+            raise UnknownNameError(f"Unknown {self.kind} {name!r}; available: "
+                                   f"{', '.join(self.names())}{hint}")
+        module_name, _, attribute = spec.target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            if spec.extra is None:
+                raise
+            raise MissingExtraError(
+                f"The {self.kind} {name!r} needs the optional dependency {err.name or err}: "
+                f"pip install '{_DISTRIBUTION}[{spec.extra}]'") from err
+        value: T = getattr(module, attribute)
+        self._loaded[name] = value
+        return value
+
+    def extra_of(self, name: str) -> str | None:
+        """The extra a built-in name needs (None: none, or not a built-in)."""
+        spec = self._lazy.get(name)
+        return None if spec is None else spec.extra
+
+    def register(self, name: str, value: T, *, replace: bool = False) -> None:
+        """Add ``value`` under ``name`` (for plugins and tests).
+
+        Raises:
+            ValueError: the name is taken and ``replace`` is off.
+        """
+        if not replace and name in self:
+            raise ValueError(f"a {self.kind} named {name!r} is already registered "
+                             "(pass replace=True to replace it)")
+        self._lazy.pop(name, None)
+        self._loaded[name] = value
+
+    def unregister(self, name: str) -> None:
+        """Remove a name registered with :meth:`register` (a plugin's teardown); built-ins stay."""
+        self._loaded.pop(name, None)
