@@ -19,17 +19,22 @@ if TYPE_CHECKING:
     from packer.conversion.run import ConversionResult, convert
     from packer.conversion.updating import UpdateResult, update
     from packer.errors import (
+        AccessDeniedError,
         BadImageError,
+        BucketNotFoundError,
+        CacheError,
         ConversionError,
         ConversionInterrupted,
         DatasetBusyError,
         DatasetError,
         EmptySourceError,
         IncompleteDatasetError,
+        IntegrityError,
         ManifestError,
         MissingExtraError,
         MissingShardsError,
         NotADatasetError,
+        ObjectNotFoundError,
         OutputError,
         OutputExistsError,
         PackerError,
@@ -37,6 +42,8 @@ if TYPE_CHECKING:
         ShardError,
         SourceError,
         SourceNotFoundError,
+        StoreError,
+        StoreUnavailableError,
         UnknownNameError,
         VersionGoneError,
     )
@@ -50,8 +57,18 @@ if TYPE_CHECKING:
     from packer.read.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
     from packer.sizes import parse_size
     from packer.source.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
+    from packer.store.base import Store
+    from packer.store.cache import CacheInfo, NodeCache
+    from packer.store.urls import open_store
     from packer.tools.export import ExportResult, export_dataset
     from packer.tools.preview import ContactSheet, make_contact_sheet, write_contact_sheet
+    from packer.tools.publish import (
+        PushResult,
+        RemoteGcResult,
+        collect_remote_garbage,
+        pull_dataset,
+        push_dataset,
+    )
     from packer.tools.show import SampleInfo, sample_bytes, sample_info, save_sample
     from packer.tools.verify import VerifyReport, verify_dataset
 
@@ -70,7 +87,14 @@ _HOMES = {
                       "EmptySourceError", "IncompleteDatasetError", "ManifestError", "MissingExtraError",
                       "MissingShardsError", "NotADatasetError", "OutputError", "OutputExistsError",
                       "PackerError", "ResumeError", "ShardError", "SourceError", "SourceNotFoundError",
-                      "UnknownNameError", "VersionGoneError"],
+                      "UnknownNameError", "VersionGoneError", "StoreError", "ObjectNotFoundError",
+                      "BucketNotFoundError", "AccessDeniedError", "StoreUnavailableError",
+                      "IntegrityError", "CacheError"],
+    "packer.store.base": ["Store"],
+    "packer.store.cache": ["CacheInfo", "NodeCache"],
+    "packer.store.urls": ["open_store"],
+    "packer.tools.publish": ["PushResult", "RemoteGcResult", "collect_remote_garbage", "pull_dataset",
+                             "push_dataset"],
     "packer.tools.export": ["ExportResult", "export_dataset"],
     "packer.read.baseline": ["ImageFolderDataset"],
     "packer.source.imagefolder": ["FolderIndex", "IMG_EXTENSIONS", "find_classes", "scan_imagefolder"],
@@ -85,7 +109,11 @@ _HOMES = {
     "packer.tools.verify": ["VerifyReport", "verify_dataset"],
 }
 __all__ = [
+    "AccessDeniedError",
     "BadImageError",
+    "BucketNotFoundError",
+    "CacheError",
+    "CacheInfo",
     "CenterCropResize",
     "ContactSheet",
     "ConversionError",
@@ -104,6 +132,7 @@ __all__ = [
     "IMG_EXTENSIONS",
     "ImageFolderDataset",
     "IncompleteDatasetError",
+    "IntegrityError",
     "LMDBImageDataset",
     "LoaderSettings",
     "LocalEngine",
@@ -112,19 +141,26 @@ __all__ = [
     "MergeResult",
     "MissingExtraError",
     "MissingShardsError",
+    "NodeCache",
     "Normalize",
     "NotADatasetError",
+    "ObjectNotFoundError",
     "OutputError",
     "OutputExistsError",
     "PackedImageDataset",
     "PackerError",
+    "PushResult",
     "RandomResizedCropFlip",
+    "RemoteGcResult",
     "ResumeError",
     "SampleInfo",
     "ShardAwareSampler",
     "ShardError",
     "SourceError",
     "SourceNotFoundError",
+    "Store",
+    "StoreError",
+    "StoreUnavailableError",
     "TaskResult",
     "UnknownNameError",
     "UpdateResult",
@@ -133,6 +169,7 @@ __all__ = [
     "backend_names",
     "codec_names",
     "collect_garbage",
+    "collect_remote_garbage",
     "convert",
     "convert_task",
     "export_dataset",
@@ -144,8 +181,11 @@ __all__ = [
     "merge",
     "open_dataset",
     "open_engine",
+    "open_store",
     "parse_size",
     "plan_conversion",
+    "pull_dataset",
+    "push_dataset",
     "sample_bytes",
     "sample_info",
     "save_sample",

@@ -21,7 +21,8 @@
     │   ├── ShardError                   a shard file is missing, damaged or failed to write
     │   └── VersionGoneError             a reader's pinned version was removed by ``gc``
     └── StoreError                       where a dataset lives (a URL, the node cache) fails us
-        ├── ObjectNotFoundError          a URL's object, prefix or bucket is missing (+FileNotFoundError)
+        ├── ObjectNotFoundError          a URL's object or prefix is missing (+FileNotFoundError)
+        │   └── BucketNotFoundError      the bucket (container) itself does not exist
         ├── AccessDeniedError            credentials missing, wrong or refused (+PermissionError)
         ├── StoreUnavailableError        the store kept failing (5xx, throttling, timeouts, resets)
         │                                past the retry limit
@@ -57,6 +58,7 @@ __all__ = [
     "VersionGoneError",
     "StoreError",
     "ObjectNotFoundError",
+    "BucketNotFoundError",
     "AccessDeniedError",
     "StoreUnavailableError",
     "IntegrityError",
@@ -175,6 +177,10 @@ class StoreError(PackerError):
 
 class ObjectNotFoundError(StoreError, FileNotFoundError):
     """A URL's object, prefix or bucket does not exist."""
+
+
+class BucketNotFoundError(ObjectNotFoundError):
+    """The bucket (or container) a URL names does not exist."""
 
 
 class AccessDeniedError(StoreError, PermissionError):

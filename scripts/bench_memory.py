@@ -82,10 +82,10 @@ from PIL import Image
 from packer import IMG_EXTENSIONS, Manifest, PackerError, backend_names, get_backend, verify_dataset
 from packer.conversion.plan import shard_name
 from packer.format.codecs import get_codec
-from packer.format.durable import sha256_file
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, ScanInfo, ShardEntry
 from packer.format.sample_index import write_sample_index
 from packer.source.imagecheck import DEFAULT_MAX_PIXELS
+from packer.store.durable import sha256_file
 
 MB = 1_000_000
 OPEN_TARGET_S = 1.0

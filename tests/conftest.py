@@ -22,6 +22,9 @@ from packer.format.backends import Backend, backend_names, get_backend
 
 MakeTree = Callable[..., Path]
 
+#: Real S3 and HTTP servers on 127.0.0.1 for the remote-storage tests (tests/remote_fixtures.py).
+pytest_plugins = ["remote_fixtures"]
+
 
 @pytest.fixture(params=backend_names())
 def backend(request: pytest.FixtureRequest) -> Backend:

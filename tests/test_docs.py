@@ -20,7 +20,7 @@ API_PAGE = ROOT / "docs" / "reference" / "api.md"
 #: The two commands a newcomer runs on a fresh machine: the demo, and the test suite.
 QUICKSTART = [
     "pip install torch==2.13.0 && pip install -e '.[fast]' && packer demo",
-    "pip install torch==2.13.0 && pip install -e '.[test,dask,docs]' && python -m pytest -q",
+    "pip install torch==2.13.0 && pip install -e '.[test,dask,docs,remote]' && python -m pytest -q",
 ]
 
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")

@@ -21,13 +21,14 @@ PACKAGE = Path(packer.__file__).parent
 
 #: Layer of each top-level package or module; a module may import its own layer or lower ones.
 LAYERS = {
-    "errors": 0, "sizes": 0, "cpus": 0, "lazy": 0,
-    "source": 1,
-    "format": 2,
-    "conversion": 3, "read": 3,
-    "tools": 4,
-    "cli": 5,
-    "__main__": 6,
+    "errors": 0, "sizes": 0, "cpus": 0, "lazy": 0, "registry": 0,
+    "store": 1,
+    "source": 2,
+    "format": 3,
+    "conversion": 4, "read": 4,
+    "tools": 5,
+    "cli": 6,
+    "__main__": 7,
 }
 #: Packages of one layer that must not import each other.
 APART = [("conversion", "read")]

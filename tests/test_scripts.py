@@ -255,3 +255,8 @@ def test_bench_update(tmp_path: Path) -> None:
         assert row["bound_ok"] and row["shards_written"] <= row["bound"] and row["version"] == 2, row
         assert row["shards_written"] + row["shards_reused"] == row["shards_total"], row
         assert 0 <= row["bytes_vs_full"] and row["seconds"] > 0 and "equal" not in row, row
+
+
+def test_faultproxy(tmp_path: Path) -> None:
+    text = run_script("faultproxy.py", "--help", cwd=tmp_path).stdout
+    assert "--upstream" in text and "--latency-ms" in text

@@ -17,8 +17,8 @@ import packer
 from packer.cli.formatting import format_verify
 from packer.errors import IncompleteDatasetError, NotADatasetError, SourceNotFoundError
 from packer.format.backends import Backend
-from packer.format.durable import sha256_file
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
+from packer.store.durable import sha256_file
 from packer.tools.verify import MAX_LISTED, VerifyReport, verify_dataset
 
 #: 3 classes of unequal size (4, 3, 5 images), tiny PNGs; ``shard_size`` cuts them into 4+ shards.

@@ -14,6 +14,7 @@ import click
 from packer.cli.convert import convert, merge
 from packer.cli.inspect import export_command, info, preview, show, verify
 from packer.cli.measure import bench, demo
+from packer.cli.remote import cache, push
 from packer.cli.versions import gc, update
 from packer.conversion.merging import DISTRIBUTION
 from packer.errors import PackerError
@@ -53,7 +54,8 @@ def cli(verbose: int) -> None:
         handler.setLevel(level)                   # (Dask logs at INFO) obey -v too
 
 
-for _command in (convert, update, merge, gc, info, verify, show, preview, export_command, bench, demo):
+for _command in (convert, update, merge, gc, info, verify, show, preview, export_command, bench, demo,
+                 push, cache):
     cli.add_command(_command)
 
 

@@ -56,11 +56,21 @@ def update(src: str, dst: str, **given: Any) -> None:
               help="Versions to keep, newest first (the current one always).")
 @click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
 def gc(dst: str, keep_versions: int, dry_run: bool) -> None:
-    """Delete the files of DST's older versions that no kept version uses.
+    """Delete the files of DST's older versions that no kept version uses (DST may be a URL a
+    dataset was pushed to).
 
     A training job still reading a removed version keeps the files it has open; a worker it
     starts afterwards fails with a clear error. Keep versions that running jobs use.
     """
+    from packer.store import is_url
+
+    if is_url(dst):
+        from packer.cli.formatting.remote import format_remote_gc
+        from packer.tools.publish import collect_remote_garbage
+
+        result = collect_remote_garbage(dst, keep_versions=keep_versions, dry_run=dry_run)
+        click.echo(format_remote_gc(result))
+        return
     from packer.cli.formatting import format_gc
     from packer.conversion.gc import collect_garbage
 

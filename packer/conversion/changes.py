@@ -19,9 +19,9 @@ from typing import Any
 from packer.conversion.job import Job
 from packer.conversion.receipts import ShardResult
 from packer.conversion.resume import shard_contents
-from packer.format.durable import sha256_file
 from packer.format.manifest import Manifest, ShardEntry, SkippedFile
 from packer.format.sample_index import SampleIndex
+from packer.store.durable import sha256_file
 
 __all__ = ["Changes", "compare", "describe_record", "source_digests"]
 

@@ -33,9 +33,9 @@ from typing import Any
 from packer.conversion.plan import JobPlan, shards_of_task
 from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, load_receipt
 from packer.errors import OutputError, OutputExistsError, ResumeError
-from packer.format.durable import atomic_write_bytes, create_exclusively, fsync_dir, is_temporary_name
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, VERSIONS_DIR, Manifest
 from packer.format.sample_index import SAMPLES_DIR
+from packer.store.durable import atomic_write_bytes, create_exclusively, fsync_dir, is_temporary_name
 
 __all__ = ["TMP_DIR", "UPDATE_NAME", "Destination", "DestinationState"]
 
@@ -189,7 +189,7 @@ class Destination:
         that DST's plan is this one, and return the task's own emptied staging dir, its shard
         numbers and those of them already finished.
 
-        The marker appears atomically, first writer wins (:func:`~packer.format.durable.create_exclusively`),
+        The marker appears atomically, first writer wins (:func:`~packer.store.durable.create_exclusively`),
         so tasks starting together agree.
 
         Raises:

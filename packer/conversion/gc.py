@@ -18,9 +18,9 @@ from packer.conversion.destination import Destination, DestinationState
 from packer.conversion.lock import dataset_lock
 from packer.conversion.receipts import receipted_files
 from packer.errors import NotADatasetError
-from packer.format.durable import fsync_dir
 from packer.format.manifest import VERSIONS_DIR, Manifest, dataset_versions
 from packer.format.sample_index import SAMPLES_DIR
+from packer.store.durable import fsync_dir
 
 __all__ = ["GcResult", "collect_garbage"]
 

@@ -21,13 +21,18 @@ from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
 
+import numpy as np
+
 from packer.conversion.destination import Destination, DestinationState
 from packer.conversion.plan import JobPlan, describe_shards, shard_name
 from packer.conversion.receipts import ShardResult, receipt_path
+from packer.cpus import available_cpus
 from packer.errors import MissingShardsError, NotADatasetError, OutputError
-from packer.format.durable import sha256_file
+from packer.format.backends import get_backend
 from packer.format.manifest import Manifest, ShardEntry
+from packer.format.records import records_of_shards
 from packer.format.sample_index import write_sample_index
+from packer.store.durable import sha256_file
 
 __all__ = ["DISTRIBUTION", "MergeResult", "build_manifest", "finished_shards", "merge", "unwritten_shards"]
 
@@ -81,7 +86,8 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, v
         class_counts=tuple(counts),
         shards=tuple(shards),
         sample_index=write_sample_index(
-            dst, relpaths, targets, sources, metadata if listing and listing["metadata_columns"] else None),
+            dst, relpaths, targets, sources, metadata if listing and listing["metadata_columns"] else None,
+            records=_records(dst, options["backend"], shards)),
         skipped=tuple(s for r in results for s in r.skipped),
         scan=plan.scan,
         source=plan.source,
@@ -93,6 +99,16 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, v
     )
     manifest.save(dst)
     return manifest
+
+
+def _records(dst: str, backend: str, shards: Sequence[ShardEntry]) -> np.ndarray | None:
+    """The records array (:mod:`packer.format.records`), or None where the backend cannot
+    locate records (a remote reader then downloads whole shards)."""
+    chosen = get_backend(backend)
+    if chosen.ranges is None:
+        return None
+    return records_of_shards(chosen, [(os.path.join(dst, s.path), s.num_samples) for s in shards],
+                             workers=available_cpus())
 
 
 def finished_shards(dst: str, plan: JobPlan) -> tuple[dict[int, ShardResult], list[int]]:

@@ -22,10 +22,10 @@ from packer.conversion.resume import shard_contents
 from packer.errors import BadImageError, SourceError
 from packer.format.backends import ShardWriter, get_backend
 from packer.format.codecs import Codec
-from packer.format.durable import atomic_write_bytes, fsync_dir, sha256_file
 from packer.format.manifest import ShardEntry, SkippedFile
 from packer.format.shardset import shard_file_name
 from packer.source.sourcefile import UnpackableFile, read_source
+from packer.store.durable import atomic_write_bytes, fsync_dir, sha256_file
 
 __all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardTask", "Task", "shard_of", "write_segment",
            "write_shard"]

@@ -22,8 +22,15 @@ from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Final, get_args, get_origin, get_type_hints
 
-from packer.errors import IncompleteDatasetError, ManifestError, NotADatasetError, VersionGoneError
-from packer.format.durable import atomic_write_bytes
+from packer.errors import (
+    BucketNotFoundError,
+    IncompleteDatasetError,
+    ManifestError,
+    NotADatasetError,
+    VersionGoneError,
+)
+from packer.store import Store, open_store
+from packer.store.durable import atomic_write_bytes
 
 __all__ = [
     "FORMAT_VERSION",
@@ -37,6 +44,7 @@ __all__ = [
     "VERSIONS_DIR",
     "dataset_versions",
     "estimate_manifest_bytes",
+    "version_key",
     "version_path",
 ]
 
@@ -48,6 +56,11 @@ VERSIONS_DIR: Final = "versions"
 
 
 _VERSION_FILE = re.compile(r"(\d{5,})\.json")
+
+
+def version_key(version: int) -> str:
+    """The key (path relative to the dataset's root) of version ``version``'s manifest."""
+    return f"{VERSIONS_DIR}/{version:05d}.json"
 
 
 def version_path(root: str | os.PathLike[str], version: int) -> str:
@@ -220,8 +233,9 @@ class Manifest:
         return path
 
     @classmethod
-    def load(cls, root: str | os.PathLike[str], version: int | None = None) -> Manifest:
-        """Read ``root/index.json`` (the current version), or version ``version``.
+    def load(cls, root: str | os.PathLike[str] | Store, version: int | None = None) -> Manifest:
+        """Read ``root/index.json`` (the current version), or version ``version``; ``root`` is
+        a path or a store (:func:`packer.store.open_store`).
 
         Raises:
             NotADatasetError: ``root`` is missing or holds no packer dataset.
@@ -229,41 +243,45 @@ class Manifest:
             ManifestError: the manifest is damaged or from a newer packer.
             VersionGoneError: version ``version`` was removed (``packer gc``).
         """
-        top = os.fspath(root)
+        store = open_store(root)
         if version is not None:
-            return cls._load_version(top, version)
-        path = os.path.join(top, MANIFEST_NAME)
+            return cls._load_version(store, version)
         try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
+            text = store.read(MANIFEST_NAME).decode("utf-8")
+        except BucketNotFoundError:
+            raise
         except (FileNotFoundError, NotADirectoryError):
-            if os.path.exists(os.path.join(top, IN_PROGRESS_NAME)):
+            top = store.describe()
+            if store.exists(IN_PROGRESS_NAME):
                 raise IncompleteDatasetError(
                     f"{top!r} is incomplete: a conversion into it was interrupted before it wrote "
                     f"{MANIFEST_NAME}. Finish it by running the same `packer convert` with "
                     "--resume (after array tasks: `packer merge`), or start again with "
                     "--overwrite.") from None
+            if not store.is_local:
+                raise NotADatasetError(f"{top!r} holds no packer dataset (no {MANIFEST_NAME}): give "
+                                       "the URL a `packer push` published to.") from None
             if not os.path.isdir(top):
                 what = "is not a directory" if os.path.exists(top) else "does not exist"
                 raise NotADatasetError(f"{top!r} {what}: give the DST of a "
                                        "`packer convert`.") from None
             raise NotADatasetError(f"{top!r} is not a packer dataset (no {MANIFEST_NAME}): give "
                                    "the DST of a finished `packer convert`.") from None
-        return cls.from_json(text, source=path)
+        return cls.from_json(text, source=store.describe(MANIFEST_NAME))
 
     @classmethod
-    def _load_version(cls, top: str, version: int) -> Manifest:
-        path = version_path(top, version)
+    def _load_version(cls, store: Store, version: int) -> Manifest:
+        key = version_key(version)
         try:
-            with open(path, encoding="utf-8") as handle:
-                return cls.from_json(handle.read(), source=path)
+            return cls.from_json(store.read(key).decode("utf-8"), source=store.describe(key))
         except FileNotFoundError:
-            current = cls.load(top)
+            current = cls.load(store)
             if current.version == version:  # written before versions were kept
                 return current
-        raise VersionGoneError(f"Version {version} of {top!r} is gone (`packer gc` removed it; the "
-                               f"dataset is at version {current.version}): open the dataset again to "
-                               "read the current version, or keep more versions (gc --keep-versions N).")
+        raise VersionGoneError(f"Version {version} of {store.describe()!r} is gone (`packer gc` removed "
+                               f"it; the dataset is at version {current.version}): open the dataset "
+                               "again to read the current version, or keep more versions "
+                               "(gc --keep-versions N).")
 
 
 # index.json's size: a fixed part, plus per class, per shard and per listed scan path (measured).

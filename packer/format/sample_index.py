@@ -9,6 +9,8 @@ Layout inside DST (the manifest's ``sample_index`` maps each key to its file):
   ``surrogateescape``, so names that are not valid UTF-8 round-trip to the same bytes;
 * ``sources``, ``samples/sources-<h>.npy``: ``int64[N, 3]``, each sample's source file size,
   mtime (ns) and the first 8 bytes of its SHA-256, for ``packer update`` (format 2);
+* ``records``, ``samples/records-<h>.npy``: ``int64[N, 3]``, where each sample's payload lies in
+  its shard file and a digest of it (:mod:`packer.format.records`), for remote reads;
 * only for a list source with columns besides path and label: ``metadata_offsets`` and
   ``metadata`` (``.npy`` and ``.bin``), each sample's other columns as one JSON object, cut the
   same way.
@@ -32,8 +34,10 @@ from typing import Any, Final
 
 import numpy as np
 
-from packer.format.durable import atomic_write_bytes
+from packer.format.access import DatasetAccess, LocalAccess
 from packer.format.manifest import FileEntry, Manifest
+from packer.store import LocalStore
+from packer.store.durable import atomic_write_bytes
 
 __all__ = ["INDEX_FILES", "METADATA_FILES", "SAMPLES_DIR", "SampleIndex",
            "estimate_index_bytes", "write_sample_index"]
@@ -51,7 +55,8 @@ METADATA_FILES: Final[dict[str, str]] = {
     "metadata": "samples/metadata.bin",
 }
 #: Every index file's plain name (format 1's); ``sources``, ``int64[N, 3]``, is format 2's.
-_PLAIN_NAMES: Final = {**INDEX_FILES, "sources": "samples/sources.npy", **METADATA_FILES}
+_PLAIN_NAMES: Final = {**INDEX_FILES, "sources": "samples/sources.npy", "records": "samples/records.npy",
+                       **METADATA_FILES}
 
 #: The header numpy writes before an array in a ``.npy`` file (format 1.0, padded to 128).
 _NPY_HEADER = 128
@@ -80,17 +85,21 @@ def _content_name(plain: str, digest: str) -> str:
 
 def write_sample_index(root: str, relpaths: Sequence[str], targets: Sequence[int],
                        sources: Sequence[tuple[int, int, int]] | np.ndarray,
-                       metadata: Sequence[str] | None = None) -> dict[str, FileEntry]:
+                       metadata: Sequence[str] | None = None,
+                       records: np.ndarray | None = None) -> dict[str, FileEntry]:
     """Write the sample-index files under ``root`` durably; return their manifest entries.
 
     ``sources`` holds each sample's source ``(size, mtime_ns, short hash)``; ``metadata`` (a
-    list source's other columns, one JSON object per sample) adds two files. A file already
+    list source's other columns, one JSON object per sample) adds two files, ``records``
+    (:mod:`packer.format.records`) one. A file already
     there under its content name holds these bytes (an earlier version's) and is kept.
     """
     path_offsets, paths = _cut(relpaths)
     contents = {"targets": _npy_bytes(np.asarray(targets, dtype=np.int64)),
                 "path_offsets": path_offsets, "paths": paths,
                 "sources": _npy_bytes(np.asarray(sources, dtype=np.int64).reshape(len(relpaths), 3))}
+    if records is not None:
+        contents["records"] = _npy_bytes(np.asarray(records, dtype=np.int64).reshape(len(relpaths), 3))
     if metadata is not None:
         contents["metadata_offsets"], contents["metadata"] = _cut(metadata)
     os.makedirs(os.path.join(root, SAMPLES_DIR), exist_ok=True)
@@ -107,22 +116,26 @@ def write_sample_index(root: str, relpaths: Sequence[str], targets: Sequence[int
 
 def estimate_index_bytes(num_samples: int, path_bytes: int) -> int:
     """Bytes of the sample index files for ``num_samples`` paths of ``path_bytes`` in all:
-    three ``.npy`` files (128-byte headers; int64 targets, ``n + 1`` offsets and ``3 n`` source
-    fields) and the paths."""
-    return 3 * _NPY_HEADER + 40 * num_samples + 8 + path_bytes
+    four ``.npy`` files (128-byte headers; int64 targets, ``n + 1`` offsets, ``3 n`` source
+    fields and ``3 n`` record fields) and the paths."""
+    return 4 * _NPY_HEADER + 64 * num_samples + 8 + path_bytes
 
 
 class SampleIndex:
     """Lazily memory-mapped labels and paths of a packed dataset; cheap to pickle.
 
-    ``files`` maps each key (``targets``, ``paths``, ...) to its file under ``root``, as the
-    manifest's ``sample_index`` lists them (:meth:`of`).
+    ``entries`` are the manifest's ``sample_index`` (:meth:`of`); ``root`` is the dataset's
+    directory, or the :class:`~packer.format.access.DatasetAccess` of a dataset behind a URL,
+    which fetches each file into the node cache on first use.
     """
 
-    def __init__(self, root: str, num_samples: int, files: Mapping[str, str]) -> None:
-        self.root = root
+    def __init__(self, root: str | DatasetAccess, num_samples: int, entries: Mapping[str, FileEntry]) -> None:
+        self.access = root if isinstance(root, DatasetAccess) else LocalAccess(LocalStore(root))
+        self.root = self.access.store.url
         self.num_samples = num_samples
-        self.files = dict(files)
+        self.entries = dict(entries)
+        self.files = {key: entry.path for key, entry in self.entries.items()}
+        self._records: np.ndarray | None = None
         self._targets: np.ndarray | None = None
         self._offsets: np.ndarray | None = None
         self._paths: np.ndarray | None = None
@@ -130,19 +143,33 @@ class SampleIndex:
         self._metadata_absent = False  # known after the first look: no stat per sample
 
     @classmethod
-    def of(cls, root: str, manifest: Manifest) -> SampleIndex:
+    def of(cls, root: str | DatasetAccess, manifest: Manifest) -> SampleIndex:
         """The sample index of ``manifest``'s version of the dataset at ``root``."""
-        return cls(root, manifest.num_samples,
-                   {key: entry.path for key, entry in manifest.sample_index.items()})
+        return cls(root, manifest.num_samples, manifest.sample_index)
+
+    def _local(self, name: str) -> str:
+        return self.access.index_file(self.entries[name])
 
     def _map(self, name: str) -> np.ndarray:
-        path = os.path.join(self.root, self.files[name])
+        path = self._local(name)
         if name in ("paths", "metadata"):
             if os.path.getsize(path) == 0:
                 return np.zeros(0, dtype=np.uint8)
             return np.memmap(path, dtype=np.uint8, mode="r")
         array: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
         return array
+
+    @property
+    def records(self) -> np.ndarray:
+        """``int64[N, 3]``: each payload's offset and length in its shard file and a digest
+        (:mod:`packer.format.records`), memory-mapped read-only.
+
+        Raises:
+            KeyError: the dataset was converted before records were kept.
+        """
+        if self._records is None:
+            self._records = self._map("records")
+        return self._records
 
     @property
     def targets(self) -> np.ndarray:
@@ -171,7 +198,7 @@ class SampleIndex:
         """
         n = self.num_samples
         targets, offsets = self.targets, self._map("path_offsets")
-        paths_size = os.path.getsize(os.path.join(self.root, self.files["paths"]))
+        paths_size = os.path.getsize(self._local("paths"))
         wrong: list[tuple[str, str]] = []
         if targets.shape != (n,) or targets.dtype.kind not in "iu":
             wrong.append(("targets", f"holds {targets.dtype}{list(targets.shape)}, expected "
@@ -187,7 +214,7 @@ class SampleIndex:
     @property
     def has_metadata(self) -> bool:
         """Whether the dataset came from a list file with columns besides path and label."""
-        return "metadata" in self.files and os.path.exists(os.path.join(self.root, self.files["metadata"]))
+        return "metadata" in self.files and os.path.exists(self._local("metadata"))
 
     def metadata(self, index: int) -> dict[str, Any]:
         """Sample ``index``'s other list columns (``{}`` when there are none), parsed on demand:
@@ -210,7 +237,8 @@ class SampleIndex:
         return self._map("sources")
 
     def __getstate__(self) -> dict[str, object]:
-        return {"root": self.root, "num_samples": self.num_samples, "files": self.files}
+        where = self.root if isinstance(self.access, LocalAccess) else self.access
+        return {"root": where, "num_samples": self.num_samples, "entries": self.entries}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["root"], state["num_samples"], state["files"])  # type: ignore[misc]
+        self.__init__(state["root"], state["num_samples"], state["entries"])  # type: ignore[misc]

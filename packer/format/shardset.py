@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
+
 from packer.errors import ShardError
+from packer.format.access import choose_access
 from packer.format.backends import ShardReader, get_backend
 from packer.format.backends.base import Arena
 from packer.format.manifest import FileEntry, Manifest, ShardEntry
+from packer.format.sample_index import SampleIndex
+from packer.store import NodeCache, Store, open_store
 
 __all__ = ["ShardSet", "shard_file_name"]
 
@@ -31,47 +37,67 @@ _Payload = TypeVar("_Payload", bytes, memoryview)
 class ShardSet:
     """All shards of one dataset, addressed by global sample index.
 
-    Opening loads the manifest (the current version, or ``version``) and checks that every
-    shard and sample-index file is present with the size the manifest records (one ``stat``
-    each, no reads). Readers open their files lazily, in whichever process reads; pickling keeps
-    only the path and the version, so a worker started after ``packer update`` switched the
-    dataset to a new version still reads the one its parent opened.
+    ``root`` is a path or a URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``; see
+    :mod:`packer.store`). Opening loads the manifest (the current version, or ``version``) and
+    checks that every shard and sample-index file is present with the size the manifest records
+    (one ``stat`` each locally, one listing for an object store; no data is read). Readers open
+    their files lazily, in whichever process reads; pickling keeps the location, the version and
+    (for a URL) the manifest itself, so a worker started after ``packer update`` switched the
+    dataset to a new version still reads the one its parent opened, and a worker reading a URL
+    sends no request before its first sample.
+
+    Args:
+        root: Where the dataset is.
+        version: The version to read (default: the current one).
+        storage_options: For a URL: credentials, endpoint and client options (:mod:`packer.store`).
+        cache: For a URL: the node cache its bytes go through (default: ``$PACKER_CACHE`` or
+            ``~/.cache/packer``, unbounded but for a free-space floor).
+        mode: For a URL: ``auto``, ``whole`` or ``ranged`` (:mod:`packer.format.access`).
 
     Raises:
         NotADatasetError, IncompleteDatasetError, ManifestError: see :meth:`Manifest.load`.
         VersionGoneError: ``version`` was removed by ``packer gc``.
         ShardError: a shard or index file is missing or has the wrong size.
+        StoreError: a URL cannot be reached or read (:mod:`packer.errors`).
     """
 
-    def __init__(self, root: str | os.PathLike[str], version: int | None = None) -> None:
-        self.root = os.path.abspath(os.fspath(root))
-        self.manifest = Manifest.load(self.root, version)
-        self._check_files()
+    def __init__(self, root: str | os.PathLike[str] | Store, version: int | None = None, *,
+                 storage_options: Mapping[str, Any] | None = None, cache: NodeCache | None = None,
+                 mode: str = "auto", manifest: Manifest | None = None) -> None:
+        self.store = open_store(root, storage_options)
+        self.root = self.store.url
+        self.manifest = manifest if manifest is not None else Manifest.load(self.store, version)
+        if manifest is None:
+            self._check_files()
+        self.access = choose_access(self.store, self.manifest, cache=cache, mode=mode)
+        self.index = SampleIndex.of(self.access, self.manifest)
         backend = get_backend(self.manifest.backend)
         self.readers: list[ShardReader] = [
-            backend.reader(os.path.join(self.root, shard.path), shard.num_samples)
+            self.access.reader(backend, shard, functools.partial(self._records, shard))
             for shard in self.manifest.shards
         ]
         self._firsts = [shard.first for shard in self.manifest.shards]
         self._arenas = threading.local()
 
+    def _records(self, shard: ShardEntry) -> np.ndarray:
+        return self.index.records[shard.first:shard.first + shard.num_samples]
+
     def _check_files(self) -> None:
         problems = []
         entries: list[ShardEntry | FileEntry] = [*self.manifest.shards,
                                                  *self.manifest.sample_index.values()]
+        sizes = self.store.sizes([entry.path for entry in entries])
         for entry in entries:
-            path = os.path.join(self.root, entry.path)
-            try:
-                size = os.path.getsize(path)
-            except OSError:
+            size = sizes.get(entry.path)
+            if size is None:
                 problems.append(f"{entry.path} is missing")
-                continue
-            if size != entry.num_bytes:
+            elif size != entry.num_bytes:
                 problems.append(f"{entry.path} has {size} bytes, the manifest says "
                                 f"{entry.num_bytes}")
         if problems:
-            raise ShardError(f"Dataset {self.root!r} is damaged: {'; '.join(problems)}. Restore "
-                             "the files or convert again with --overwrite.")
+            how = ("Restore the files or convert again with --overwrite" if self.store.is_local
+                   else "Publish it again with `packer push`")
+            raise ShardError(f"Dataset {self.root!r} is damaged: {'; '.join(problems)}. {how}.")
 
     def __len__(self) -> int:
         return self.manifest.num_samples
@@ -116,6 +142,9 @@ class ShardSet:
         for position, index in enumerate(indices):
             shard, local = self.locate(index)
             by_shard.setdefault(shard, []).append((position, local))
+        if len(by_shard) > 1:  # a remote dataset fetches every shard's part of the batch at once
+            self.access.prefetch({n: self.readers[n] for n in by_shard},
+                                 {n: [local for _, local in wanted] for n, wanted in by_shard.items()})
         out: list[Any] = [None] * len(indices)
         for shard, wanted in by_shard.items():
             wanted.sort(key=lambda pair: pair[1])
@@ -130,7 +159,16 @@ class ShardSet:
             reader.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root, "version": self.manifest.version}
+        state: dict[str, Any] = {"root": self.root, "version": self.manifest.version}
+        if not self.store.is_local:  # no request per worker: the parent's manifest and choices
+            state.update(store=self.store, manifest=self.manifest.to_json(), mode=self.access.mode,
+                         cache=getattr(self.access, "cache", None))
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["root"], state.get("version"))  # type: ignore[misc]
+        if "manifest" not in state:
+            self.__init__(state["root"], state.get("version"))  # type: ignore[misc]
+            return
+        manifest = Manifest.from_json(state["manifest"], source=state["root"])
+        self.__init__(state["store"], manifest=manifest, mode=state["mode"],  # type: ignore[misc]
+                      cache=state["cache"])

@@ -11,7 +11,7 @@ million samples add no Python objects to every worker.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, overload
 
 import numpy as np
@@ -20,10 +20,10 @@ from torch.utils.data import Dataset
 from packer.errors import DatasetError
 from packer.format.codecs import Codec, get_codec
 from packer.format.manifest import Manifest
-from packer.format.sample_index import SampleIndex
 from packer.format.shardset import ShardSet
 from packer.read.batching import batch_samples, new_batch_tensor
 from packer.read.transforms import BatchTransform
+from packer.store import NodeCache, is_url
 
 __all__ = ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"]
 
@@ -82,15 +82,26 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
     """A packed dataset of any backend; prefer :func:`open_dataset` or a backend's class.
 
     Args:
-        root: The DST of a finished ``packer convert``.
+        root: The DST of a finished ``packer convert``, or the URL it was published to with
+            ``packer push`` (``s3://bucket/prefix``, ``gs://``, ``az://``, ``http(s)://``).
         transform: Applied to each image (any callable: torchvision, PIL or plain torch).
         target_transform: Applied to each class index.
         decode: ``False`` returns the stored bytes instead of a PIL image (for your own or a
             GPU decoder); ``transform`` then receives the bytes.
+        storage_options: For a URL: credentials, endpoint, ``retries``, ``timeout`` (else the
+            cloud's usual environment variables and config files).
+        cache_dir: For a URL: the node's cache directory (default ``$PACKER_CACHE``, else
+            ``~/.cache/packer``), shared by every worker, rank and job on the machine.
+        cache_limit: For a URL: the cache's bound, bytes or a size such as ``"50GB"``
+            (default: none but a free-space floor of 1 GiB).
+        mode: For a URL: ``"whole"`` stages whole shards in the cache, ``"ranged"`` fetches
+            records as byte ranges; ``"auto"`` (default) stages when the cache holds the dataset.
+            ``access_mode`` says which was chosen.
 
     Raises:
         NotADatasetError, IncompleteDatasetError, ManifestError, ShardError: the directory is
             not a complete, intact packer dataset; the message says what to do.
+        StoreError: a URL cannot be reached, is missing, or refuses the credentials.
     """
 
     backend: ClassVar[str | None] = None
@@ -102,12 +113,16 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         target_transform: Callable[[int], Any] | None = None,
         *,
         decode: bool = True,
+        storage_options: Mapping[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
+        mode: str = "auto",
     ) -> None:
-        self.root = os.path.abspath(os.fspath(root))
         self.transform = transform
         self.target_transform = target_transform
         self.decode = decode
-        self._open_shards()
+        self._open_shards(_open_shards(root, storage_options=storage_options, cache_dir=cache_dir,
+                                       cache_limit=cache_limit, mode=mode))
 
     @classmethod
     def _over(cls, shards: ShardSet, transform: Callable[[Any], Any] | None,
@@ -115,14 +130,14 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         """A dataset over a ShardSet already opened (:func:`open_dataset` loads the manifest once
         to pick the class); the same as ``cls(shards.root, ...)``."""
         dataset = cls.__new__(cls)
-        dataset.root, dataset.transform, dataset.target_transform = shards.root, transform, target_transform
+        dataset.transform, dataset.target_transform = transform, target_transform
         dataset.decode = decode
         dataset._open_shards(shards)
         return dataset
 
-    def _open_shards(self, opened: ShardSet | None = None) -> None:
-        """Load the manifest and check the files (``opened``: already done by open_dataset)."""
-        shards = opened if opened is not None and opened.root == self.root else ShardSet(self.root)
+    def _open_shards(self, shards: ShardSet) -> None:
+        """Take an opened ShardSet: check its backend, set the ImageFolder attributes."""
+        self.root = shards.root
         manifest = shards.manifest
         if self.backend is not None and manifest.backend != self.backend:
             right = _CLASSES.get(manifest.backend, PackedImageDataset).__name__
@@ -130,7 +145,7 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
                                f"use {right} or packer.open_dataset().")
         self._shards = shards
         self._codec: Codec = get_codec(manifest.codec, manifest.codec_params)
-        self._index = SampleIndex.of(self.root, manifest)
+        self._index = shards.index
         self.classes: list[str] = list(manifest.classes)
         self.class_to_idx: dict[str, int] = {name: i for i, name in enumerate(self.classes)}
 
@@ -138,6 +153,11 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
     def manifest(self) -> Manifest:
         """The dataset's manifest (backend, codec, shards, skipped files...)."""
         return self._shards.manifest
+
+    @property
+    def access_mode(self) -> str:
+        """How the shards are read: ``local``, or for a URL ``whole`` or ``ranged``."""
+        return self._shards.access.mode
 
     @property
     def samples(self) -> Sequence[tuple[str, int]]:
@@ -204,21 +224,22 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         self._shards.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root, "transform": self.transform, "version": self.manifest.version,
+        # The shard set pickles the version the parent opened (a worker started after `packer
+        # update` reads it too) and, for a URL, the manifest and the access chosen.
+        return {"shards": self._shards, "transform": self.transform,
                 "target_transform": self.target_transform, "decode": self.decode}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.root = state["root"]
         self.transform = state["transform"]
         self.target_transform = state["target_transform"]
         self.decode = state["decode"]
-        # The version the parent opened: a worker started after `packer update` reads it too.
-        self._open_shards(ShardSet(self.root, state.get("version")))
+        self._open_shards(state["shards"])
 
     def __repr__(self) -> str:
         m = self.manifest
+        remote = "" if self.access_mode == "local" else f", access={self.access_mode!r}"
         return (f"{type(self).__name__}(root={self.root!r}, samples={len(self)}, "
-                f"classes={len(self.classes)}, backend={m.backend!r}, codec={m.codec!r})")
+                f"classes={len(self.classes)}, backend={m.backend!r}, codec={m.codec!r}{remote})")
 
 
 class LMDBImageDataset(PackedImageDataset):
@@ -233,6 +254,14 @@ class HDF5ImageDataset(PackedImageDataset):
     backend = "hdf5"
 
 
+def _open_shards(root: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None,
+                 cache_dir: str | os.PathLike[str] | None, cache_limit: int | str | None,
+                 mode: str) -> ShardSet:
+    """The dataset's shard set; a URL's through the node cache that the arguments describe."""
+    cache = NodeCache(cache_dir, limit=cache_limit) if is_url(root) else None
+    return ShardSet(root, storage_options=storage_options, cache=cache, mode=mode)
+
+
 _CLASSES: dict[str, type[PackedImageDataset]] = {"lmdb": LMDBImageDataset, "hdf5": HDF5ImageDataset}
 
 
@@ -242,12 +271,19 @@ def open_dataset(
     target_transform: Callable[[int], Any] | None = None,
     *,
     decode: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_limit: int | str | None = None,
+    mode: str = "auto",
 ) -> PackedImageDataset:
-    """Open a packed dataset with the class for its backend.
+    """Open a packed dataset, at a path or a URL, with the class for its backend (the
+    arguments are :class:`PackedImageDataset`'s).
 
     Raises:
-        NotADatasetError, IncompleteDatasetError, ManifestError, ShardError: as the classes do.
+        NotADatasetError, IncompleteDatasetError, ManifestError, ShardError, StoreError: as the
+            classes do.
     """
-    shards = ShardSet(path)  # loaded once, then handed to the dataset
+    shards = _open_shards(path, storage_options=storage_options, cache_dir=cache_dir,
+                          cache_limit=cache_limit, mode=mode)  # loaded once, then handed over
     cls = _CLASSES.get(shards.manifest.backend, PackedImageDataset)
     return cls._over(shards, transform, target_transform, decode=decode)

@@ -230,7 +230,7 @@ def export_dataset(
     top = os.path.abspath(os.fspath(out))
     _check_out(top, shards.root, listing["root"] if listing else manifest.source, overwrite=overwrite)
     class_ids = select_classes(manifest.classes, classes)
-    index = SampleIndex.of(shards.root, manifest)
+    index = shards.index
     chosen = _selected(shards, index, class_ids, limit)
     relpaths = [index.path(i) for i in chosen]
     for i, relpath in zip(chosen, relpaths, strict=True):

@@ -3,31 +3,50 @@
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from packer.conversion.destination import UPDATE_NAME
-from packer.format.manifest import Manifest, dataset_versions
+from packer.errors import StoreError
+from packer.format.manifest import VERSIONS_DIR, Manifest, dataset_versions
+from packer.store import Store, open_store
 
 __all__ = ["dataset_info"]
 
 
-def dataset_info(root: str | os.PathLike[str]) -> dict[str, Any]:
-    """Summarise the dataset at ``root`` from its manifest alone (no shard is read).
+def _versions(store: Store) -> list[int]:
+    """The versions a dataset keeps; for a URL, from a listing (none for an HTTP server)."""
+    if store.is_local:
+        return dataset_versions(store.url)
+    try:
+        listed = store.list(VERSIONS_DIR)
+    except StoreError:
+        return []
+    return sorted(int(m.group(1)) for key in listed if (m := re.fullmatch(r"versions/(\d{5,})\.json", key)))
+
+
+def dataset_info(root: str | os.PathLike[str], *,
+                 storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Summarise the dataset at ``root`` (a path or a URL) from its manifest alone (no shard
+    is read).
 
     Raises:
         NotADatasetError, IncompleteDatasetError, ManifestError: see :meth:`Manifest.load`.
+        StoreError: a URL cannot be reached or read.
     """
-    path = os.path.abspath(os.fspath(root))
-    manifest = Manifest.load(path)
+    store = open_store(root, storage_options)
+    path = store.url
+    manifest = Manifest.load(store)
     listing = {"list": manifest.extra["list"]} if "list" in manifest.extra else {}
     return {
         **listing,
         "path": path,
         "format_version": manifest.format_version,
         "version": manifest.version,
-        "versions_kept": dataset_versions(path) or [manifest.version],
+        "versions_kept": _versions(store) or [manifest.version],
         "last_update": manifest.last_update,
-        "update_in_progress": os.path.exists(os.path.join(path, UPDATE_NAME)),
+        "update_in_progress": store.exists(UPDATE_NAME) if store.is_local else False,
         "created_by": manifest.created_by,
         "created_at": manifest.created_at,
         "source": manifest.source,

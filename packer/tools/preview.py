@@ -26,10 +26,9 @@ from typing import Final
 from PIL import Image
 
 from packer.format.codecs import get_codec
-from packer.format.durable import write_named_file
 from packer.format.manifest import Manifest
-from packer.format.sample_index import SampleIndex
 from packer.format.shardset import ShardSet
+from packer.store.durable import write_named_file
 from packer.tools.selection import class_members, pick_samples, select_classes
 from packer.tools.sheet_draw import PAD, Layout, Painter, Pen, SheetCell, SheetRow
 from packer.tools.sheet_html import render_html
@@ -120,7 +119,7 @@ def make_contact_sheet(
     shards = ShardSet(dst)
     manifest = shards.manifest
     class_ids = select_classes(manifest.classes, classes)
-    index = SampleIndex.of(shards.root, manifest)
+    index = shards.index
     members = class_members(index.targets, len(manifest.classes))
     picked = pick_samples(members, class_ids, per_class=per_class, seed=seed)
     pen = Pen(max(10, thumb // 10))

@@ -16,10 +16,9 @@ from typing import Any
 
 from packer.errors import ShardError
 from packer.format.codecs import get_codec
-from packer.format.durable import write_named_file
-from packer.format.sample_index import SampleIndex
 from packer.format.shardset import ShardSet
 from packer.source.imagecheck import decoder_failures
+from packer.store.durable import write_named_file
 
 __all__ = ["SampleInfo", "sample_bytes", "sample_info", "save_sample"]
 
@@ -65,7 +64,7 @@ def _load(dst: str | os.PathLike[str], index: int) -> tuple[SampleInfo, bytes]:
         payload = shards.read(position)
     finally:
         shards.close()
-    samples = SampleIndex.of(shards.root, manifest)
+    samples = shards.index
     target = int(samples.targets[position])
     relpath = samples.path(position)
     def damaged(err: Exception) -> ShardError:

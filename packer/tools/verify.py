@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -33,12 +36,14 @@ from tqdm import tqdm
 from packer.errors import PackerError, ShardError, SourceNotFoundError
 from packer.format.backends import get_backend
 from packer.format.codecs import Codec, get_codec
-from packer.format.durable import sha256_file
 from packer.format.manifest import MANIFEST_NAME, FileEntry, Manifest, ShardEntry
 from packer.format.sample_index import INDEX_FILES, SampleIndex
 from packer.source.imagecheck import UndecodableImage, decoder_failures
+from packer.store import is_url
+from packer.store.durable import sha256_file
 from packer.tools.against import compare_with_source, keeps_source_bytes, safe_relpath, source_root
 from packer.tools.findings import MAX_LISTED, Findings, Problem, VerifyReport
+from packer.tools.publish import pull_dataset
 
 __all__ = ["MAX_LISTED", "Problem", "VerifyReport", "verify_dataset"]
 
@@ -151,14 +156,17 @@ def verify_dataset(
     deep: bool = False,
     against: str | os.PathLike[str] | None = None,
     progress: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> VerifyReport:
     """Check the packed dataset at ``root``; see the module docstring for what each depth does.
 
     Args:
-        root: The DST of a finished ``packer convert``.
+        root: The DST of a finished ``packer convert``, or a URL it was pushed to (every file
+            is downloaded and checked: what the store holds, not what a cache has).
         deep: Also open every shard, count its records, decode every sample, check labels.
         against: The source tree; compare every stored sample with its file byte for byte.
         progress: Show tqdm bars on stderr when it is a terminal.
+        storage_options: For a URL: credentials and client options (:mod:`packer.store`).
 
     Returns:
         A report of every problem found; damage is reported there, never raised.
@@ -168,6 +176,11 @@ def verify_dataset(
             manifest (an interrupted conversion is one); see :meth:`Manifest.load`.
         SourceNotFoundError: ``against`` is not a directory.
     """
+    if is_url(root):  # the store's own bytes, not a cache's: download them all, check locally
+        with tempfile.TemporaryDirectory(prefix="packer-verify-") as mirror:
+            pull_dataset(os.fspath(root), mirror, storage_options=storage_options)
+            report = verify_dataset(mirror, deep=deep, against=against, progress=progress)
+            return replace(report, root=os.fspath(root).rstrip("/"))
     top = os.path.abspath(os.fspath(root))
     manifest = Manifest.load(top)
     src = None if against is None else source_root(os.path.abspath(os.fspath(against)), manifest)

@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 __all__ = ["Arena", "Backend", "ShardReader", "ShardWriter"]
 
 
@@ -239,6 +241,10 @@ class Backend:
     #: The file size of one shard holding payloads of the given sizes (``--dry-run``'s
     #: estimate); None when the backend cannot tell.
     estimate: Callable[[Sequence[int]], int] | None = None
+    #: Where each record of a finished shard file lies in it: ``int64[n, 2]`` of (offset,
+    #: length), so a remote reader fetches a record as one byte range without the backend's
+    #: library (:mod:`packer.format.records`); None when the backend cannot tell.
+    ranges: Callable[[str, int], np.ndarray] | None = None
 
     def estimate_shard_bytes(self, sizes: Sequence[int]) -> int | None:
         """Estimated file size of one shard of payloads of ``sizes`` bytes, or None if unknown."""

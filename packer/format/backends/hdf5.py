@@ -229,6 +229,28 @@ def estimate_shard_bytes(sizes: Sequence[int]) -> int:
     return _METADATA_BYTES + 8 * (len(sizes) + 1) + sum(sizes)
 
 
+def record_ranges(path: str, num_samples: int) -> np.ndarray:
+    """``int64[n, 2]``: the (offset, length) of each payload in the file (the blob's file
+    offset plus ``/offsets``).
+
+    Raises:
+        ShardError: the file lacks packer's layout or its blob is chunked or compressed.
+    """
+    try:
+        with h5py.File(path, "r", locking=False) as handle:
+            offsets = handle["offsets"][:].astype(np.int64)
+            blob = handle["blob"]
+            start = blob.id.get_offset() if blob.chunks is None and blob.compression is None else None
+    except (OSError, KeyError) as err:
+        raise ShardError(f"Cannot read the layout of HDF5 shard {path!r}: {err}") from err
+    if len(offsets) != num_samples + 1 or (start is None and offsets[-1] > 0):
+        raise ShardError(f"HDF5 shard {path!r} does not hold {num_samples} contiguous records")
+    out = np.empty((num_samples, 2), dtype=np.int64)
+    out[:, 0] = offsets[:-1] + int(start or 0)
+    out[:, 1] = np.diff(offsets)
+    return out
+
+
 BACKEND = Backend(
     name="hdf5",
     suffix=".h5",
@@ -236,4 +258,5 @@ BACKEND = Backend(
     reader=HDF5ShardReader,
     description="one HDF5 file per shard: contiguous uint8 /blob plus int64 /offsets",
     estimate=estimate_shard_bytes,
+    ranges=record_ranges,
 )

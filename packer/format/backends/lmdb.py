@@ -27,7 +27,7 @@ import lmdb
 
 from packer.errors import ShardError
 from packer.format.backends.base import Backend, ShardWriter
-from packer.format.backends.lmdb_reader import LMDBShardReader, shard_key
+from packer.format.backends.lmdb_reader import LMDBShardReader, record_ranges, shard_key
 
 __all__ = ["BACKEND", "LMDBShardReader", "LMDBShardWriter", "estimate_shard_bytes"]
 
@@ -151,4 +151,5 @@ BACKEND = Backend(
     reader=LMDBShardReader,
     description="one LMDB environment file per shard, key = 8-byte big-endian local index",
     estimate=estimate_shard_bytes,
+    ranges=record_ranges,
 )

@@ -19,7 +19,7 @@ import numpy as np
 from packer.errors import ShardError
 from packer.format.backends.base import Arena, ShardReader
 
-__all__ = ["LMDBShardReader", "shard_key"]
+__all__ = ["LMDBShardReader", "record_ranges", "shard_key"]
 
 
 def shard_key(index: int) -> bytes:
@@ -211,3 +211,32 @@ class LMDBShardReader(ShardReader):
         if self._shard is not None:
             self._shard = None
             _SHARED.release(self._identity)
+
+
+def record_ranges(path: str, num_samples: int) -> np.ndarray:
+    """``int64[n, 2]``: the (offset, length) of each value in the file, from its address in
+    this process's map of the file (a value is contiguous: in its leaf page or in consecutive
+    overflow pages), so that a byte range of the file is exactly the value.
+
+    Raises:
+        ShardError: the file cannot be opened, lacks a record, or its map cannot be located.
+    """
+    out = np.zeros((num_samples, 2), dtype=np.int64)
+    shard, identity = _SHARED.acquire(path)
+    try:
+        if shard.base is None:
+            raise ShardError(f"Cannot locate the records of LMDB shard {path!r}: /proc/self/maps "
+                             "does not show its map (packer reads record ranges on Linux only).")
+        with shard.env.begin(buffers=True) as txn:
+            for index in range(num_samples):
+                value = txn.get(shard_key(index))
+                if value is None:
+                    raise ShardError(f"Sample {index} is missing from LMDB shard {path!r}")
+                view = memoryview(value)
+                out[index] = (int(np.frombuffer(view, dtype=np.uint8).ctypes.data) - shard.base
+                              if len(view) else 0, len(view))
+    except lmdb.Error as err:
+        raise ShardError(f"Reading LMDB shard {path!r} failed: {err}") from err
+    finally:
+        _SHARED.release(identity)
+    return out

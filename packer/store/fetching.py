@@ -1,0 +1,208 @@
+"""Bytes of remote objects through the node cache: whole files, or byte ranges by blocks.
+
+An object named by its content (``content_id``: its SHA-256, from the manifest) is cut into
+fixed blocks (:data:`BLOCK_SIZE`); a range is served from the blocks it covers. Missing blocks
+are fetched through :class:`~packer.store.cache.NodeCache` (so each byte is fetched once per
+node, however many processes want it), adjacent ones coalesced into one ranged GET, and the GETs
+of one call, across any number of objects, issued concurrently from one pool per process.
+Blocks keep reads aligned whatever the batch, so a later epoch, another worker or another job
+finds the same cache entries; small blocks keep a cache far below the dataset from fetching
+much more than the records read. A lone block is fetched under its cache lock (once per node
+however many processes want it); a run of adjacent blocks is fetched in one GET first and stored
+block by block after, so two processes asking for the same run at the same moment may both
+fetch it (the cache keeps one copy).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import IO, Final
+
+from packer.store.base import Store
+from packer.store.cache import NodeCache
+
+__all__ = ["BLOCK_SIZE", "CachedObject", "fetch_blocks", "read_ranges_of"]
+
+#: Bytes per cached block of a ranged read (a few records of a photo dataset).
+BLOCK_SIZE: Final = 256 << 10
+#: Bytes per GET when a whole file is staged (several in flight, written in order).
+_PART: Final = 16 << 20
+_POOL_THREADS: Final = 32
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid: int | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    """This process's fetch pool (a forked child makes its own: threads do not survive fork)."""
+    global _pool, _pool_pid
+    pid = os.getpid()
+    if _pool_pid != pid:
+        with _pool_lock:
+            if _pool_pid != pid:
+                _pool = ThreadPoolExecutor(_POOL_THREADS, thread_name_prefix="packer-fetch")
+                _pool_pid = pid
+    assert _pool is not None  # noqa: S101 - set just above
+    return _pool
+
+
+def _reinit_lock_after_fork() -> None:
+    global _pool_lock
+    _pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reinit_lock_after_fork)
+
+
+@dataclass(frozen=True)
+class CachedObject:
+    """One immutable remote object (``key`` in ``store``, ``size`` bytes, named by content)."""
+
+    store: Store
+    key: str
+    size: int
+    content_id: str
+    cache: NodeCache
+    block_size: int = BLOCK_SIZE
+
+    @property
+    def url(self) -> str:
+        """The object's URL, for messages."""
+        return self.store.describe(self.key)
+
+    def _block_key(self, block: int) -> str:
+        return f"{self.content_id[:32]}/b{self.block_size >> 10}k-{block:07d}"
+
+    def _block_span(self, block: int) -> tuple[int, int]:
+        start = block * self.block_size
+        return start, min(start + self.block_size, self.size)
+
+    def local_copy(self, check: Callable[[str], None] | None = None) -> str:
+        """A complete local copy in the cache (downloaded once per node); ``check`` may raise
+        on the downloaded file (then nothing is kept)."""
+        suffix = os.path.splitext(self.key)[1]
+        return self.cache.fetch(f"files/{self.content_id[:32]}{suffix}", self.size, self._download,
+                                check=check)
+
+    def _download(self, handle: IO[bytes]) -> None:
+        parts = [(start, min(start + _PART, self.size)) for start in range(0, self.size, _PART)]
+        pool = _executor()
+        window = 4  # parts in flight: bounded memory, several GETs at once
+        pending: list[Future[bytes]] = []
+        for start, stop in parts:
+            pending.append(pool.submit(self.store.read_range, self.key, start, stop))
+            if len(pending) >= window:
+                handle.write(pending.pop(0).result())
+        for future in pending:
+            handle.write(future.result())
+
+    def cached_blocks(self, blocks: Sequence[int]) -> dict[int, str]:
+        """The blocks already in the cache, with their files."""
+        found = {}
+        for block in blocks:
+            path = self.cache.lookup(self._block_key(block))
+            if path is not None:
+                found[block] = path
+        return found
+
+    def _fetch_run(self, first: int, last: int) -> dict[int, str]:
+        """Fetch blocks ``first..last`` in one GET, store each as its own cache entry, and
+        return their files."""
+        start, stop = self._block_span(first)[0], self._block_span(last)[1]
+        if first == last:  # one block: fetched under its cache lock, once per node
+            def download(handle: IO[bytes]) -> None:
+                handle.write(self.store.read_range(self.key, start, stop))
+
+            return {first: self.cache.fetch(self._block_key(first), stop - start, download)}
+        data = self.store.read_range(self.key, start, stop)
+        files = {}
+        for block in range(first, last + 1):
+            lo, hi = self._block_span(block)
+            piece = memoryview(data)[lo - start:hi - start]
+            files[block] = self.cache.fetch(self._block_key(block), hi - lo,
+                                            lambda handle, p=piece: handle.write(p))
+        return files
+
+    def blocks_of(self, ranges: Sequence[tuple[int, int]]) -> list[int]:
+        """The blocks the byte ranges cover, sorted."""
+        wanted: set[int] = set()
+        for start, stop in ranges:
+            if stop > start:
+                wanted.update(range(start // self.block_size, (stop - 1) // self.block_size + 1))
+        return sorted(wanted)
+
+    def read_range(self, start: int, stop: int, files: dict[int, str]) -> bytes:
+        """Bytes ``start:stop`` assembled from block files (``files``, from :func:`fetch_blocks`)."""
+        out = bytearray()
+        for block in self.blocks_of([(start, stop)]):
+            lo, hi = self._block_span(block)
+            out += self._piece(block, files, max(start, lo), min(stop, hi))
+        return bytes(out)
+
+    def _piece(self, block: int, files: dict[int, str], start: int, stop: int) -> bytes:
+        """Bytes ``start:stop`` (within one block) from its cache file. A block evicted between
+        lookup and open is fetched again; one the cache cannot keep long enough to be opened
+        (a bound below what one batch needs) is read straight from the store."""
+        lo = self._block_span(block)[0]
+        for _ in range(2):
+            path = files.get(block)
+            if path is not None:
+                try:
+                    with open(path, "rb") as handle:
+                        return os.pread(handle.fileno(), stop - start, start - lo)
+                except FileNotFoundError:
+                    pass
+            files.update(self._fetch_run(block, block))
+        return self.store.read_range(self.key, start, stop)
+
+    def forget(self, start: int, stop: int) -> None:
+        """Drop the cached blocks of a range (their bytes proved wrong)."""
+        for block, path in self.cached_blocks(self.blocks_of([(start, stop)])).items():
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+
+def _runs(blocks: Sequence[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for block in blocks:
+        if runs and runs[-1][1] == block - 1:
+            runs[-1] = (runs[-1][0], block)
+        else:
+            runs.append((block, block))
+    return runs
+
+
+def fetch_blocks(requests: Sequence[tuple[CachedObject, Sequence[tuple[int, int]]]]) -> list[dict[int, str]]:
+    """Make sure every block the ranges cover is cached, fetching the missing ones of all
+    objects concurrently (adjacent blocks of an object in one GET); return each object's block
+    files."""
+    plans = []
+    pool = _executor()
+    futures: list[Future[None]] = []
+    for obj, ranges in requests:
+        blocks = obj.blocks_of(ranges)
+        found = obj.cached_blocks(blocks)
+        missing = [b for b in blocks if b not in found]
+        plans.append((obj, blocks, found))
+        futures.extend(pool.submit(obj._fetch_run, first, last) for first, last in _runs(missing))
+    for future in futures:
+        future.result()
+    out = []
+    for obj, blocks, found in plans:
+        if len(found) < len(blocks):
+            found.update(obj.cached_blocks([b for b in blocks if b not in found]))
+        out.append(found)
+    return out
+
+
+def read_ranges_of(obj: CachedObject, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    """The bytes of each range of one object, through the cache."""
+    files = fetch_blocks([(obj, ranges)])[0]
+    return [obj.read_range(start, stop, files) for start, stop in ranges]

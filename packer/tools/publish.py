@@ -1,0 +1,196 @@
+"""``packer push DST URL`` and ``packer gc URL``: publish a dataset to object storage, and
+collect what no kept version there uses.
+
+A push uploads in an order no reader can catch half-done: every shard and sample-index file of
+every version DST keeps, then ``versions/<n>.json``, then ``index.json`` last (the switch).
+Files are named by their content, so an object already there with the same name and size holds
+these bytes and is skipped: a push after ``packer update`` uploads only the new files, and an
+interrupted push is finished by running it again. Large files go up in parts (the client's
+multipart upload). A reader that opened version 1 keeps reading it after a push of version 2,
+until a gc removes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from packer.errors import NotADatasetError
+from packer.format.manifest import MANIFEST_NAME, VERSIONS_DIR, Manifest, dataset_versions, version_key
+from packer.store import Store, open_store
+
+__all__ = ["PushResult", "RemoteGcResult", "collect_remote_garbage", "pull_dataset", "push_dataset"]
+
+log = logging.getLogger(__name__)
+
+#: ``shard-<16 hex>.lmdb``, ``samples/targets-<16 hex>.npy``: names that say their content.
+_CONTENT_NAMED = re.compile(r".*-[0-9a-f]{16}\.[A-Za-z0-9]+")
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """What :func:`push_dataset` uploaded and skipped."""
+
+    src: str
+    url: str
+    version: int
+    uploaded: tuple[str, ...]
+    skipped: tuple[str, ...]
+    uploaded_bytes: int
+
+
+@dataclass(frozen=True)
+class RemoteGcResult:
+    """What :func:`collect_remote_garbage` kept and deleted (or would, with ``dry_run``)."""
+
+    url: str
+    current_version: int
+    kept_versions: tuple[int, ...]
+    removed: tuple[str, ...]
+    freed_bytes: int
+    dry_run: bool = False
+
+
+def _files_of(manifest: Manifest) -> dict[str, tuple[int, str]]:
+    """Every data file a version names: key -> (size, sha256)."""
+    files = {shard.path: (shard.num_bytes, shard.sha256) for shard in manifest.shards}
+    files.update({entry.path: (entry.num_bytes, entry.sha256) for entry in manifest.sample_index.values()})
+    return files
+
+
+def push_dataset(src: str | os.PathLike[str], url: str, *,
+                 storage_options: Mapping[str, Any] | None = None, workers: int = 8,
+                 on_file: Callable[[str, int], None] | None = None) -> PushResult:
+    """Upload the complete local dataset ``src`` to ``url``; see the module docstring.
+
+    Args:
+        src: A finished dataset on a local path.
+        url: Where to publish it (``s3://bucket/prefix``, ``gs://...``, ``az://...``).
+        storage_options: Credentials and client options (:mod:`packer.store`).
+        workers: Files uploaded at once.
+        on_file: Called with each file's key and size once it is uploaded or skipped.
+
+    Raises:
+        NotADatasetError, IncompleteDatasetError: ``src`` is not a complete dataset.
+        StoreError: the URL cannot be written (missing bucket, credentials, read-only HTTP).
+    """
+    local = open_store(src)
+    if not local.is_local:
+        raise NotADatasetError(f"push uploads a local dataset; {os.fspath(src)!r} is a URL")
+    current = Manifest.load(local)
+    remote = open_store(url, storage_options)
+    remote.check_writable()
+    versions = [v for v in dataset_versions(local.url) if v <= current.version] or [current.version]
+    manifests = {v: current if v == current.version else Manifest.load(local, v) for v in versions}
+    wanted: dict[str, tuple[int, str]] = {}
+    for manifest in manifests.values():
+        wanted.update(_files_of(manifest))
+    present = remote.list()
+    todo = [key for key, (size, _) in sorted(wanted.items())
+            if not (present.get(key) == size and _CONTENT_NAMED.fullmatch(key.rsplit("/", 1)[-1]))]
+    skipped = [key for key in sorted(wanted) if key not in todo]
+    for key in skipped:
+        if on_file is not None:
+            on_file(key, wanted[key][0])
+
+    def upload(key: str) -> None:
+        remote.put_file(key, local.local_path(key))
+        if on_file is not None:
+            on_file(key, wanted[key][0])
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        list(pool.map(upload, todo))  # data first: every file any version names
+    uploaded = list(todo)
+    for version, manifest in sorted(manifests.items()):  # then the versions' manifests
+        key = version_key(version)
+        text = local.read(key) if local.exists(key) else manifest.to_json().encode("utf-8")
+        if present.get(key) != len(text) or version == current.version:
+            remote.put(key, text)
+            uploaded.append(key)
+    remote.put(MANIFEST_NAME, local.read(MANIFEST_NAME))  # the switch, last
+    uploaded.append(MANIFEST_NAME)
+    log.info("pushed %s to %s: %d files uploaded, %d already there", local.url, remote.url,
+             len(uploaded), len(skipped))
+    return PushResult(local.url, remote.url, current.version, tuple(uploaded), tuple(skipped),
+                      sum(wanted[k][0] for k in todo))
+
+
+def collect_remote_garbage(url: str | Store, *, keep_versions: int = 1, dry_run: bool = False,
+                           storage_options: Mapping[str, Any] | None = None) -> RemoteGcResult:
+    """Delete the objects under ``url`` that none of the newest ``keep_versions`` versions uses.
+
+    Only packer's objects are considered (``shard-*``, ``samples/*``, ``versions/*.json``);
+    anything else under the prefix is left alone.
+
+    Raises:
+        ValueError: ``keep_versions`` is below 1.
+        NotADatasetError: no dataset at ``url``.
+        StoreError: the URL cannot be listed or written.
+    """
+    if keep_versions < 1:
+        raise ValueError(f"keep_versions must be at least 1 (the current version), not {keep_versions}")
+    store = open_store(url, storage_options)
+    current = Manifest.load(store)
+    listed = store.list()
+    versions = sorted(int(m.group(1)) for key in listed
+                      if (m := re.fullmatch(rf"{VERSIONS_DIR}/(\d{{5,}})\.json", key)))
+    older = [v for v in versions if v < current.version]
+    kept = [*older[len(older) - min(keep_versions - 1, len(older)):], current.version]
+    used: set[str] = {MANIFEST_NAME}
+    for version in kept:
+        manifest = current if version == current.version else Manifest.load(store, version)
+        used.update(_files_of(manifest))
+        used.add(version_key(version))
+    ours = [key for key in sorted(listed) if key.startswith(("shard-", "samples/", f"{VERSIONS_DIR}/"))]
+    victims = [key for key in ours if key not in used]
+    # manifests of removed versions first: a reader never finds a version whose files are gone
+    victims.sort(key=lambda key: not key.startswith(f"{VERSIONS_DIR}/"))
+    if not dry_run:
+        for key in victims:
+            store.delete(key)
+    return RemoteGcResult(store.url, current.version, tuple(kept), tuple(victims),
+                          sum(listed[key] for key in victims), dry_run)
+
+
+_PART = 16 << 20
+
+
+def _download(store: Store, key: str, size: int, path: str) -> None:
+    """Copy ``key`` into the local file ``path`` in parts (bounded memory), as the store has it."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as handle:
+        for start in range(0, size, _PART):
+            handle.write(store.read_range(key, start, min(start + _PART, size)))
+
+
+def pull_dataset(url: str, dst: str | os.PathLike[str], *,
+                 storage_options: Mapping[str, Any] | None = None, workers: int = 8) -> str:
+    """Download the current version of the dataset at ``url`` into the empty or new local
+    directory ``dst``, byte for byte as the store holds it (nothing is checked or cached: what
+    :func:`packer.verify_dataset` does on a URL); return ``dst``'s path.
+
+    Raises:
+        NotADatasetError: no dataset at ``url``.
+        StoreError: the URL cannot be read.
+    """
+    store = open_store(url, storage_options)
+    text = store.read(MANIFEST_NAME)
+    manifest = Manifest.from_json(text.decode("utf-8"), source=store.describe(MANIFEST_NAME))
+    local = open_store(dst)
+    files = _files_of(manifest)
+    sizes = store.sizes(list(files))
+
+    def fetch(key: str) -> None:
+        size = sizes.get(key)
+        if size is not None:  # a missing file stays missing: verify reports it
+            _download(store, key, size, local.local_path(key) or key)
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        list(pool.map(fetch, sorted(files)))
+    local.put(MANIFEST_NAME, text)
+    return local.url
