@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from packer.read.baseline import ImageFolderDataset
     from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
     from packer.read.loader import LoaderSettings, loader_settings, make_loader
+    from packer.read.readahead import ReadAheadSampler
     from packer.read.samplers import ShardAwareSampler
     from packer.read.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
     from packer.sizes import parse_size
@@ -103,6 +104,7 @@ _HOMES = {
     "packer.conversion.merging": ["MergeResult", "merge"],
     "packer.tools.preview": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
     "packer.read.samplers": ["ShardAwareSampler"],
+    "packer.read.readahead": ["ReadAheadSampler"],
     "packer.tools.show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
     "packer.sizes": ["parse_size"],
     "packer.read.transforms": ["CenterCropResize", "Normalize", "RandomResizedCropFlip"],
@@ -152,6 +154,7 @@ __all__ = [
     "PushResult",
     "RandomResizedCropFlip",
     "RemoteGcResult",
+    "ReadAheadSampler",
     "ResumeError",
     "SampleInfo",
     "ShardAwareSampler",

@@ -356,3 +356,22 @@ def test_cli_push_cache_info_and_clear(local_dataset: Path, s3_bucket: str, s3_e
     cleared = runner.invoke(cli, ["cache", "clear"])
     assert cleared.exit_code == 0 and "Removed" in cleared.output
     assert NodeCache(tmp_path / "cache").info().entries == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["whole", "ranged"])
+def test_read_ahead_fetches_in_sampler_order_for_the_workers(local_dataset: Path, s3_bucket: str,
+                                                            fault_proxy: Any, s3_env: Any, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    url = _pushed(local_dataset, s3_bucket)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", fault_proxy.url)
+    remote = packer.open_dataset(url, decode=False, cache_dir=tmp_path / "c", mode=mode)
+    loader = packer.make_loader(remote, batch_size=4, num_workers=2, sampler="shard", collate_fn=list,
+                                multiprocessing_context="fork")
+    assert isinstance(loader.sampler, packer.ReadAheadSampler)
+    loader.sampler.set_epoch(1)  # passed through to the ShardAwareSampler
+    got = Counter((bytes(p), int(t)) for batch in loader for p, t in batch)
+    assert got == Counter(_payloads(packer.open_dataset(local_dataset, decode=False)))
+    assert NodeCache(tmp_path / "c").info().entries > 0
+    local_loader = packer.make_loader(packer.open_dataset(local_dataset), batch_size=4, num_workers=0)
+    assert not isinstance(local_loader.sampler, packer.ReadAheadSampler)

@@ -87,7 +87,7 @@ def test_a_clean_dataset_verifies_at_every_depth(dst: Path, src: Path) -> None:
     plain = verify_dataset(dst)
     assert plain.ok and plain.problems == () and plain.problem_counts == {}
     assert plain.shards_checked == plain.num_shards == len(shards(dst))
-    assert plain.files_checked == plain.num_shards + 4  # targets, path offsets, paths, sources
+    assert plain.files_checked == plain.num_shards + 5  # targets, path offsets, paths, sources, records
     assert plain.num_samples == NUM_SAMPLES and plain.samples_checked == 0
     assert plain.bytes_hashed == packer.Manifest.load(dst).num_bytes
 

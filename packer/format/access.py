@@ -191,7 +191,7 @@ class WholeAccess(_CachedAccess):
     def prefetch(self, readers: Mapping[int, ShardReader], wanted: Mapping[int, Sequence[int]]) -> None:
         todo = [r for n, r in readers.items() if n in wanted and isinstance(r, StagedShardReader)
                 and r._pid != os.getpid()]
-        if len(todo) > 1:
+        if todo:
             with ThreadPoolExecutor(min(8, len(todo))) as pool:
                 list(pool.map(lambda r: r.stage(), todo))
 
@@ -253,7 +253,7 @@ class RangedAccess(_CachedAccess):
     def prefetch(self, readers: Mapping[int, ShardReader], wanted: Mapping[int, Sequence[int]]) -> None:
         requests = [(r.obj, r.ranges(wanted[n])) for n, r in readers.items()
                     if n in wanted and isinstance(r, RangedShardReader)]
-        if len(requests) > 1:
+        if requests:
             fetch_blocks(requests)
 
 
@@ -283,7 +283,7 @@ def choose_access(store: Store, manifest: Manifest, *, cache: NodeCache | None =
         raise CacheError(f"The cache bound ({cache.limit} bytes) cannot hold two shards of "
                          f"{store.describe()} (the largest has {biggest} bytes), as reading whole "
                          "shards needs; raise cache_limit, or read by ranges (a dataset converted "
-                         "by packer 0.3 or later).")
+                         "by a packer that records record ranges).")
     access: DatasetAccess = WholeAccess(store, cache) if mode == "whole" else RangedAccess(store, cache)
     log.info("reading %s", access.describe())
     return access

@@ -1,12 +1,12 @@
 """Where each record lies in its shard file, and a digest of its bytes: the ``records`` array.
 
-``samples/records-<h>.npy`` (format 2, written since packer 0.3) is ``int64[N, 3]``: for each
-sample, the byte offset of its payload within its shard file, the payload's length, and the
-first 8 bytes of the payload's SHA-256 as a signed integer. A remote reader fetches any record
-as one byte range, with no B-tree walk and no backend library, and checks what it fetched
-against the digest, record by record: a corrupted range is pinned on one sample, and refetching
-it costs that record's bytes, not a block's. Datasets converted before it have no such array
-and are read remotely by whole-shard download.
+``samples/records-<h>.npy`` (format 2; earlier 0.2 datasets lack it, and readers ignore it) is
+``int64[N, 3]``: for each sample, the byte offset of its payload within its shard file, the
+payload's length, and the first 8 bytes of the payload's SHA-256 as a signed integer. A remote
+reader fetches any record as one byte range, with no B-tree walk and no backend library, and
+checks what it fetched against the digest, record by record: a corrupted range is pinned on one
+sample, and refetching it costs that record's bytes, not a block's. Datasets converted before
+it have no such array and are read remotely by whole-shard download.
 """
 
 from __future__ import annotations

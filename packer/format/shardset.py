@@ -153,6 +153,17 @@ class ShardSet:
                 out[position] = payload
         return out
 
+    def prefetch(self, indices: Sequence[int]) -> None:
+        """Fetch into the node cache what reading ``indices`` will need (whole shards or record
+        blocks), concurrently; nothing for a local dataset. For read-ahead threads."""
+        if self.store.is_local:
+            return
+        by_shard: dict[int, list[int]] = {}
+        for index in indices:
+            shard, local = self.locate(index)
+            by_shard.setdefault(shard, []).append(local)
+        self.access.prefetch({n: self.readers[n] for n in by_shard}, by_shard)
+
     def close(self) -> None:
         """Close every open shard handle; reads reopen them."""
         for reader in self.readers:

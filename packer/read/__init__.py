@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from packer.read.batching import BatchSample, reuse_batch_memory
     from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
     from packer.read.loader import LoaderSettings, loader_settings, make_loader
+    from packer.read.readahead import ReadAheadSampler
     from packer.read.samplers import SeededRandomSampler, ShardAwareSampler
     from packer.read.speedups import accelerators
     from packer.read.transforms import (
@@ -28,13 +29,14 @@ if TYPE_CHECKING:
 
 __all__ = ["BatchSample", "BatchTransform", "CenterCropResize", "HDF5ImageDataset", "IMAGENET_MEAN",
            "IMAGENET_STD", "ImageFolderDataset", "LMDBImageDataset", "LoaderSettings", "Normalize",
-           "PackedImageDataset", "RandomResizedCropFlip", "SeededRandomSampler",
+           "PackedImageDataset", "RandomResizedCropFlip", "ReadAheadSampler", "SeededRandomSampler",
            "ShardAwareSampler", "accelerators", "loader_settings", "make_loader", "open_dataset",
            "reuse_batch_memory"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     ".datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"],
     ".baseline": ["ImageFolderDataset"],
     ".samplers": ["SeededRandomSampler", "ShardAwareSampler"],
+    ".readahead": ["ReadAheadSampler"],
     ".loader": ["LoaderSettings", "loader_settings", "make_loader"],
     ".transforms": [
         "BatchTransform", "CenterCropResize", "IMAGENET_MEAN", "IMAGENET_STD", "Normalize",

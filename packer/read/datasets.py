@@ -97,6 +97,9 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         mode: For a URL: ``"whole"`` stages whole shards in the cache, ``"ranged"`` fetches
             records as byte ranges; ``"auto"`` (default) stages when the cache holds the dataset.
             ``access_mode`` says which was chosen.
+        version: The version to read (default: the current one). Under DDP, have rank 0 open
+            the dataset and pass its ``manifest.version`` to the others, so that a push or an
+            update during start-up cannot give ranks different versions.
 
     Raises:
         NotADatasetError, IncompleteDatasetError, ManifestError, ShardError: the directory is
@@ -117,12 +120,13 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | str | None = None,
         mode: str = "auto",
+        version: int | None = None,
     ) -> None:
         self.transform = transform
         self.target_transform = target_transform
         self.decode = decode
         self._open_shards(_open_shards(root, storage_options=storage_options, cache_dir=cache_dir,
-                                       cache_limit=cache_limit, mode=mode))
+                                       cache_limit=cache_limit, mode=mode, version=version))
 
     @classmethod
     def _over(cls, shards: ShardSet, transform: Callable[[Any], Any] | None,
@@ -256,10 +260,10 @@ class HDF5ImageDataset(PackedImageDataset):
 
 def _open_shards(root: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None,
                  cache_dir: str | os.PathLike[str] | None, cache_limit: int | str | None,
-                 mode: str) -> ShardSet:
+                 mode: str, version: int | None) -> ShardSet:
     """The dataset's shard set; a URL's through the node cache that the arguments describe."""
     cache = NodeCache(cache_dir, limit=cache_limit) if is_url(root) else None
-    return ShardSet(root, storage_options=storage_options, cache=cache, mode=mode)
+    return ShardSet(root, version, storage_options=storage_options, cache=cache, mode=mode)
 
 
 _CLASSES: dict[str, type[PackedImageDataset]] = {"lmdb": LMDBImageDataset, "hdf5": HDF5ImageDataset}
@@ -275,6 +279,7 @@ def open_dataset(
     cache_dir: str | os.PathLike[str] | None = None,
     cache_limit: int | str | None = None,
     mode: str = "auto",
+    version: int | None = None,
 ) -> PackedImageDataset:
     """Open a packed dataset, at a path or a URL, with the class for its backend (the
     arguments are :class:`PackedImageDataset`'s).
@@ -284,6 +289,6 @@ def open_dataset(
             classes do.
     """
     shards = _open_shards(path, storage_options=storage_options, cache_dir=cache_dir,
-                          cache_limit=cache_limit, mode=mode)  # loaded once, then handed over
+                          cache_limit=cache_limit, mode=mode, version=version)  # loaded once
     cls = _CLASSES.get(shards.manifest.backend, PackedImageDataset)
     return cls._over(shards, transform, target_transform, decode=decode)

@@ -27,10 +27,11 @@ from typing import Any, Final
 
 import torch
 import torch.distributed as dist
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, SequentialSampler
 
 from packer.cpus import available_cpus
 from packer.read.datasets import PackedImageDataset
+from packer.read.readahead import ReadAheadSampler
 from packer.read.samplers import SeededRandomSampler, ShardAwareSampler
 
 __all__ = ["DEFAULT_PREFETCH", "MAX_WORKERS", "SAMPLERS", "LoaderSettings", "SeededRandomSampler",
@@ -264,6 +265,11 @@ def make_loader(ds: Dataset[Any], batch_size: int, *, train: bool = True, num_wo
                                persistent_workers=persistent_workers, pin_memory=pin_memory,
                                sampler=sampler, distributed=distributed, drop_last=drop_last)
     chosen = _sampler(ds, settings, sampler, seed)
+    if isinstance(ds, PackedImageDataset) and ds.access_mode != "local":
+        # a dataset behind a URL: fetch ahead of the workers, in the sampler's order
+        in_flight = max(1, settings.num_workers) * (settings.prefetch_factor or 2)
+        order = chosen if chosen is not None else SequentialSampler(ds)  # type: ignore[arg-type]
+        chosen = ReadAheadSampler(order, ds, lookahead=batch_size * max(8, 2 * in_flight))
     return DataLoader(ds, batch_size=batch_size, sampler=chosen, **settings.dataloader_kwargs(),
                       **dataloader_kwargs)
 

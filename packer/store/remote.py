@@ -113,6 +113,10 @@ class RemoteStore(Store):
     def read_range(self, key: str, start: int, stop: int) -> bytes:
         def fetch() -> bytes:
             data: bytes = self._fs().cat_file(self._path(key), start=start, end=stop)
+            if len(data) > stop - start:  # the whole object: retrying cannot help
+                raise StoreError(f"{self.describe(key)}: the server ignored a Range request (sent "
+                                 f"{len(data)} bytes for {stop - start}); serve the dataset from "
+                                 "a server with range support (nginx, a CDN, an object store).")
             if len(data) != stop - start:
                 raise ShortRead(f"got {len(data)} of {stop - start} bytes")
             return data

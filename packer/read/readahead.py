@@ -1,0 +1,106 @@
+"""Read-ahead for datasets behind a URL: fetch into the node cache, in the order the sampler
+will ask, a little ahead of what the DataLoader has handed to its workers.
+
+Workers see one batch at a time; the sampler, iterated in the training process, knows the whole
+epoch. :class:`ReadAheadSampler` wraps any sampler: as the DataLoader draws indices from it, a
+thread in the training process fetches the shards or record blocks of the next ``lookahead``
+indices into the node cache that every worker reads through, so a worker's batch finds its
+bytes already there. It stays ``lookahead`` indices ahead, never more, so a cache smaller than
+the dataset is not flushed by bytes needed much later. A local dataset needs none of this: the
+sampler is then passed through untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from torch.utils.data import Sampler
+
+from packer.read.datasets import PackedImageDataset
+
+__all__ = ["ReadAheadSampler"]
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 64
+
+
+class ReadAheadSampler(Sampler[int]):
+    """``sampler``'s indices, with the bytes of the next ``lookahead`` fetched in the background.
+
+    Args:
+        sampler: Any sampler (or iterable of indices): ``RandomSampler``, ``DistributedSampler``,
+            :class:`~packer.read.samplers.ShardAwareSampler`. ``set_epoch``, ``state_dict`` and
+            other attributes are passed through to it.
+        dataset: The packed dataset the indices address.
+        lookahead: How many indices ahead of the DataLoader to fetch (default: 8 batches of 64).
+    """
+
+    def __init__(self, sampler: Iterable[int], dataset: PackedImageDataset, *, lookahead: int = 512) -> None:
+        self.sampler = sampler
+        self.dataset = dataset
+        self.lookahead = max(int(lookahead), _CHUNK)
+
+    def __len__(self) -> int:
+        return len(self.sampler)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("sampler", "dataset", "lookahead"):
+            raise AttributeError(name)
+        return getattr(self.sampler, name)
+
+    def __iter__(self) -> Iterator[int]:
+        if self.dataset.access_mode == "local":
+            yield from self.sampler
+            return
+        order = list(self.sampler)
+        position = _Position()
+        worker = threading.Thread(target=self._fetch_ahead, args=(order, position), daemon=True,
+                                  name="packer-readahead")
+        worker.start()
+        try:
+            for count, index in enumerate(order):
+                position.advance(count)
+                yield index
+        finally:
+            position.stop()
+
+    def _fetch_ahead(self, order: list[int], position: _Position) -> None:
+        shards = self.dataset._shards
+        done = 0
+        while done < len(order) and position.wait_until_behind(done - self.lookahead):
+            chunk = order[done:done + _CHUNK]
+            try:
+                shards.prefetch(chunk)
+            except Exception as err:  # noqa: BLE001 - a worker's own read retries and reports it
+                log.debug("read-ahead of %d indices failed: %s", len(chunk), err)
+            done += len(chunk)
+
+
+class _Position:
+    """How far the DataLoader has drawn, shared with the read-ahead thread."""
+
+    def __init__(self) -> None:
+        self._drawn = 0
+        self._stopped = False
+        self._changed = threading.Condition()
+
+    def advance(self, drawn: int) -> None:
+        with self._changed:
+            self._drawn = drawn
+            self._changed.notify_all()
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+
+    def wait_until_behind(self, fetched_minus_lookahead: int) -> bool:
+        """Block while the fetcher is ``lookahead`` or more ahead; False once iteration ended."""
+        with self._changed:
+            while not self._stopped and fetched_minus_lookahead > self._drawn:
+                self._changed.wait(0.5)
+            return not self._stopped
