@@ -98,7 +98,7 @@ def test_a_cache_bound_far_below_the_dataset_holds(tmp_path: Path, s3_bucket: st
     url = _pushed(dst, s3_bucket)
     local = packer.open_dataset(dst, decode=False)
     size = local.manifest.num_bytes
-    bound = size // 8
+    bound = size // 10
     remote = packer.open_dataset(url, decode=False, cache_dir=tmp_path / "cache", cache_limit=bound)
     assert remote.access_mode == "ranged"  # auto: the cache cannot hold the dataset
     cache = NodeCache(tmp_path / "cache")
@@ -332,6 +332,21 @@ def test_an_http_server_serves_a_dataset(local_dataset: Path, http_server_factor
         assert _payloads(remote) == _payloads(local)
     with pytest.raises(Exception, match="read-only"):
         push_dataset(local_dataset, f"{server.url}/other")
+
+
+def test_without_the_extra_a_url_names_it() -> None:
+    """A machine without s3fs (the `remote` extra): the core install works, a URL names the extra."""
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["s3fs"] = None  # as if the extra were not installed
+        import packer
+        try:
+            packer.open_dataset("s3://bucket/ds")
+        except packer.MissingExtraError as err:
+            print(err)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "pip install 'packer-shards[remote]'" in out.stdout, out.stderr
 
 
 def test_a_missing_extra_names_it() -> None:
