@@ -268,7 +268,7 @@ def make_loader(ds: Dataset[Any], batch_size: int, *, train: bool = True, num_wo
     if isinstance(ds, PackedImageDataset) and ds.access_mode != "local":
         # a dataset behind a URL: fetch ahead of the workers, in the sampler's order
         in_flight = max(1, settings.num_workers) * (settings.prefetch_factor or 2)
-        order = chosen if chosen is not None else SequentialSampler(ds)  # type: ignore[arg-type]
+        order = chosen if chosen is not None else SequentialSampler(ds)
         chosen = ReadAheadSampler(order, ds, lookahead=batch_size * max(8, 2 * in_flight))
     return DataLoader(ds, batch_size=batch_size, sampler=chosen, **settings.dataloader_kwargs(),
                       **dataloader_kwargs)

@@ -123,9 +123,8 @@ class CachedObject:
         files = {}
         for block in range(first, last + 1):
             lo, hi = self._block_span(block)
-            piece = memoryview(data)[lo - start:hi - start]
             files[block] = self.cache.fetch(self._block_key(block), hi - lo,
-                                            lambda handle, p=piece: handle.write(p))
+                                            _writer(memoryview(data)[lo - start:hi - start]))
         return files
 
     def blocks_of(self, ranges: Sequence[tuple[int, int]]) -> list[int]:
@@ -169,6 +168,14 @@ class CachedObject:
                 pass
 
 
+def _writer(piece: memoryview) -> Callable[[IO[bytes]], None]:
+    """A cache download that writes bytes already fetched."""
+    def write(handle: IO[bytes]) -> None:
+        handle.write(piece)
+
+    return write
+
+
 def _runs(blocks: Sequence[int]) -> list[tuple[int, int]]:
     runs: list[tuple[int, int]] = []
     for block in blocks:
@@ -183,22 +190,17 @@ def fetch_blocks(requests: Sequence[tuple[CachedObject, Sequence[tuple[int, int]
     """Make sure every block the ranges cover is cached, fetching the missing ones of all
     objects concurrently (adjacent blocks of an object in one GET); return each object's block
     files."""
-    plans = []
     pool = _executor()
-    futures: list[Future[None]] = []
-    for obj, ranges in requests:
+    out: list[dict[int, str]] = []
+    futures: list[tuple[int, Future[dict[int, str]]]] = []
+    for number, (obj, ranges) in enumerate(requests):
         blocks = obj.blocks_of(ranges)
         found = obj.cached_blocks(blocks)
-        missing = [b for b in blocks if b not in found]
-        plans.append((obj, blocks, found))
-        futures.extend(pool.submit(obj._fetch_run, first, last) for first, last in _runs(missing))
-    for future in futures:
-        future.result()
-    out = []
-    for obj, blocks, found in plans:
-        if len(found) < len(blocks):
-            found.update(obj.cached_blocks([b for b in blocks if b not in found]))
         out.append(found)
+        futures.extend((number, pool.submit(obj._fetch_run, first, last))
+                       for first, last in _runs([b for b in blocks if b not in found]))
+    for number, future in futures:
+        out[number].update(future.result())
     return out
 
 

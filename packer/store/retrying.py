@@ -53,7 +53,7 @@ class RetryPolicy:
 
     def budget(self) -> float:
         """The longest total wait, for messages."""
-        return sum(min(self.cap, self.base * (2 ** n)) for n in range(self.retries))
+        return float(sum(min(self.cap, self.base * (2 ** n)) for n in range(self.retries)))
 
 
 #: Packages whose exceptions are a client's report of a fault (anything else is a bug: raised as is).

@@ -99,7 +99,7 @@ def push_dataset(src: str | os.PathLike[str], url: str, *,
             on_file(key, wanted[key][0])
 
     def upload(key: str) -> None:
-        remote.put_file(key, local.local_path(key))
+        remote.put_file(key, local.local_path(key) or key)
         if on_file is not None:
             on_file(key, wanted[key][0])
 
