@@ -80,6 +80,12 @@ class _Server(ThreadingHTTPServer):
         self.proxy = proxy
         super().__init__(address, _Handler)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (a finished or killed reader) is no error worth a traceback."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     """Forwards each request on this client connection through one upstream connection."""

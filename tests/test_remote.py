@@ -379,9 +379,9 @@ def test_cli_push_cache_info_and_clear(local_dataset: Path, s3_bucket: str, s3_e
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["whole", "ranged"])
-def test_read_ahead_fetches_in_sampler_order_for_the_workers(local_dataset: Path, s3_bucket: str,
-                                                            fault_proxy: Any, s3_env: Any, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+def test_read_ahead_fetches_in_sampler_order_for_the_workers(
+        local_dataset: Path, s3_bucket: str, fault_proxy: Any, s3_env: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     url = _pushed(local_dataset, s3_bucket)
     monkeypatch.setenv("AWS_ENDPOINT_URL", fault_proxy.url)
     remote = packer.open_dataset(url, decode=False, cache_dir=tmp_path / "c", mode=mode)
@@ -394,3 +394,14 @@ def test_read_ahead_fetches_in_sampler_order_for_the_workers(local_dataset: Path
     assert NodeCache(tmp_path / "c").info().entries > 0
     local_loader = packer.make_loader(packer.open_dataset(local_dataset), batch_size=4, num_workers=0)
     assert not isinstance(local_loader.sampler, packer.ReadAheadSampler)
+
+
+def test_read_ahead_stays_off_when_the_cache_cannot_hold_its_window(local_dataset: Path, s3_bucket: str,
+                                                                    s3_env: Any, tmp_path: Path) -> None:
+    url = _pushed(local_dataset, s3_bucket)
+    roomy = packer.open_dataset(url, cache_dir=tmp_path / "a", mode="ranged")
+    tight = packer.open_dataset(url, cache_dir=tmp_path / "b", mode="ranged",
+                                cache_limit=roomy.manifest.num_bytes // 4)
+    assert packer.ReadAheadSampler(range(len(roomy)), roomy, lookahead=64).active()
+    assert not packer.ReadAheadSampler(range(len(tight)), tight, lookahead=64).active()
+    assert list(packer.ReadAheadSampler(range(len(tight)), tight)) == list(range(len(tight)))

@@ -260,3 +260,10 @@ def test_bench_update(tmp_path: Path) -> None:
 def test_faultproxy(tmp_path: Path) -> None:
     text = run_script("faultproxy.py", "--help", cwd=tmp_path).stdout
     assert "--upstream" in text and "--latency-ms" in text
+
+
+@pytest.mark.slow
+def test_bench_remote(tmp_path: Path) -> None:
+    """tests/test_bench_remote.py checks every row; this only keeps the script's smoke run listed."""
+    text = run_script("bench_remote.py", "--help", cwd=tmp_path).stdout
+    assert "--latency-ms" in text and "--skip-peers" in text

@@ -80,11 +80,13 @@ class LocalAccess(DatasetAccess):
 
 def block_size_for(cache: NodeCache) -> int:
     """Bytes per cached block: :data:`~packer.store.fetching.BLOCK_SIZE`, smaller under a tight
-    bound (a 64th of it, at least 16 KiB, a power of two) so that the blocks a batch needs fit."""
+    bound (a power of two, at most a 1024th of it, at least 16 KiB): a cache far below the
+    dataset finds little to reuse within an epoch, so a block should cost little more than the
+    record it was fetched for."""
     if cache.limit is None:
         return BLOCK_SIZE
     size = BLOCK_SIZE
-    while size > 16 << 10 and size * 64 > cache.limit:
+    while size > 16 << 10 and size * 1024 > cache.limit:
         size //= 2
     return size
 

@@ -5,9 +5,11 @@ Workers see one batch at a time; the sampler, iterated in the training process, 
 epoch. :class:`ReadAheadSampler` wraps any sampler: as the DataLoader draws indices from it, a
 thread in the training process fetches the shards or record blocks of the next ``lookahead``
 indices into the node cache that every worker reads through, so a worker's batch finds its
-bytes already there. It stays ``lookahead`` indices ahead, never more, so a cache smaller than
-the dataset is not flushed by bytes needed much later. A local dataset needs none of this: the
-sampler is then passed through untouched.
+bytes already there. It stays ``lookahead`` indices ahead, never more, and it stays off when the
+cache's bound cannot hold four times that window: fetched too early into a small cache, bytes
+would be evicted before a worker reads them, and fetched twice (measured: 6x the dataset's bytes
+per epoch with a cache a tenth of its size). A local dataset needs none of this: the sampler is
+then passed through untouched.
 """
 
 from __future__ import annotations
@@ -52,8 +54,18 @@ class ReadAheadSampler(Sampler[int]):
             raise AttributeError(name)
         return getattr(self.sampler, name)
 
-    def __iter__(self) -> Iterator[int]:
+    def active(self) -> bool:
+        """Whether this reads ahead: a dataset behind a URL whose cache holds 4 windows."""
         if self.dataset.access_mode == "local":
+            return False
+        limit = getattr(getattr(self.dataset._shards.access, "cache", None), "limit", None)
+        if limit is None:
+            return True
+        per_sample = self.dataset.manifest.num_bytes / max(1, len(self.dataset))
+        return limit >= 4 * self.lookahead * per_sample
+
+    def __iter__(self) -> Iterator[int]:
+        if not self.active():
             yield from self.sampler
             return
         order = list(self.sampler)

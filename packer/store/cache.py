@@ -271,6 +271,10 @@ class NodeCache:
                     raise CacheError(f"could not move the download of {key!r} from {tmp} into "
                                      f"{self.directory}: it was removed; fetch it again") from None
             except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
+                # makedirs races an eviction pruning the same folder (mkdir saw it, isdir did
+                # not): try again; only a file where the folder should be is a real clash
+                if attempt < 2 and not (os.path.isfile(os.path.dirname(path)) or os.path.isdir(path)):
+                    continue
                 raise ValueError(f"cache key {key!r} clashes with another key in {self.directory}: "
                                  "one names the other's folder") from exc
 

@@ -29,6 +29,8 @@ __all__ = ["BLOCK_SIZE", "CachedObject", "fetch_blocks", "read_ranges_of"]
 
 #: Bytes per cached block of a ranged read (a few records of a photo dataset).
 BLOCK_SIZE: Final = 256 << 10
+#: A block: its bytes, just fetched, or the cache file holding them.
+Block = str | memoryview
 #: Bytes per GET when a whole file is staged (several in flight, written in order).
 _PART: Final = 16 << 20
 _POOL_THREADS: Final = 32
@@ -101,31 +103,39 @@ class CachedObject:
         for future in pending:
             handle.write(future.result())
 
-    def cached_blocks(self, blocks: Sequence[int]) -> dict[int, str]:
+    def cached_blocks(self, blocks: Sequence[int]) -> dict[int, Block]:
         """The blocks already in the cache, with their files."""
-        found = {}
+        found: dict[int, Block] = {}
         for block in blocks:
             path = self.cache.lookup(self._block_key(block))
             if path is not None:
                 found[block] = path
         return found
 
-    def _fetch_run(self, first: int, last: int) -> dict[int, str]:
-        """Fetch blocks ``first..last`` in one GET, store each as its own cache entry, and
-        return their files."""
+    def _fetch_run(self, first: int, last: int) -> dict[int, Block]:
+        """Fetch blocks ``first..last`` in one GET and store each as its own cache entry.
+
+        Returns each block's bytes as fetched (so a read never depends on the cache keeping
+        them: under a bound smaller than a batch's blocks they may be evicted at once), or, for
+        a lone block another process fetched meanwhile, its cache file.
+        """
         start, stop = self._block_span(first)[0], self._block_span(last)[1]
         if first == last:  # one block: fetched under its cache lock, once per node
-            def download(handle: IO[bytes]) -> None:
-                handle.write(self.store.read_range(self.key, start, stop))
+            got: list[bytes] = []
 
-            return {first: self.cache.fetch(self._block_key(first), stop - start, download)}
-        data = self.store.read_range(self.key, start, stop)
-        files = {}
+            def download(handle: IO[bytes]) -> None:
+                got[:] = [self.store.read_range(self.key, start, stop)]
+                handle.write(got[0])
+
+            path = self.cache.fetch(self._block_key(first), stop - start, download)
+            return {first: memoryview(got[0]) if got else path}
+        data = memoryview(self.store.read_range(self.key, start, stop))
+        blocks: dict[int, Block] = {}
         for block in range(first, last + 1):
             lo, hi = self._block_span(block)
-            files[block] = self.cache.fetch(self._block_key(block), hi - lo,
-                                            _writer(memoryview(data)[lo - start:hi - start]))
-        return files
+            blocks[block] = data[lo - start:hi - start]
+            self.cache.fetch(self._block_key(block), hi - lo, _writer(blocks[block]))  # type: ignore[arg-type]
+        return blocks
 
     def blocks_of(self, ranges: Sequence[tuple[int, int]]) -> list[int]:
         """The blocks the byte ranges cover, sorted."""
@@ -135,21 +145,23 @@ class CachedObject:
                 wanted.update(range(start // self.block_size, (stop - 1) // self.block_size + 1))
         return sorted(wanted)
 
-    def read_range(self, start: int, stop: int, files: dict[int, str]) -> bytes:
-        """Bytes ``start:stop`` assembled from block files (``files``, from :func:`fetch_blocks`)."""
+    def read_range(self, start: int, stop: int, files: dict[int, Block]) -> bytes:
+        """Bytes ``start:stop`` assembled from blocks (``files``, from :func:`fetch_blocks`)."""
         out = bytearray()
         for block in self.blocks_of([(start, stop)]):
             lo, hi = self._block_span(block)
             out += self._piece(block, files, max(start, lo), min(stop, hi))
         return bytes(out)
 
-    def _piece(self, block: int, files: dict[int, str], start: int, stop: int) -> bytes:
-        """Bytes ``start:stop`` (within one block) from its cache file. A block evicted between
-        lookup and open is fetched again; one the cache cannot keep long enough to be opened
-        (a bound below what one batch needs) is read straight from the store."""
+    def _piece(self, block: int, files: dict[int, Block], start: int, stop: int) -> bytes:
+        """Bytes ``start:stop`` (within one block), from the bytes just fetched or its cache
+        file. A block evicted between lookup and open is fetched again; one the cache cannot
+        keep long enough to be opened is read straight from the store."""
         lo = self._block_span(block)[0]
         for _ in range(2):
             path = files.get(block)
+            if isinstance(path, memoryview):
+                return bytes(path[start - lo:stop - lo])
             if path is not None:
                 try:
                     with open(path, "rb") as handle:
@@ -161,9 +173,11 @@ class CachedObject:
 
     def forget(self, start: int, stop: int) -> None:
         """Drop the cached blocks of a range (their bytes proved wrong)."""
-        for block, path in self.cached_blocks(self.blocks_of([(start, stop)])).items():
+        for block in self.blocks_of([(start, stop)]):
+            path = self.cache.lookup(self._block_key(block))
             try:
-                os.unlink(path)
+                if path is not None:
+                    os.unlink(path)
             except FileNotFoundError:
                 pass
 
@@ -186,13 +200,14 @@ def _runs(blocks: Sequence[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def fetch_blocks(requests: Sequence[tuple[CachedObject, Sequence[tuple[int, int]]]]) -> list[dict[int, str]]:
+def fetch_blocks(requests: Sequence[tuple[CachedObject, Sequence[tuple[int, int]]]]
+                 ) -> list[dict[int, Block]]:
     """Make sure every block the ranges cover is cached, fetching the missing ones of all
     objects concurrently (adjacent blocks of an object in one GET); return each object's block
     files."""
     pool = _executor()
-    out: list[dict[int, str]] = []
-    futures: list[tuple[int, Future[dict[int, str]]]] = []
+    out: list[dict[int, Block]] = []
+    futures: list[tuple[int, Future[dict[int, Block]]]] = []
     for number, (obj, ranges) in enumerate(requests):
         blocks = obj.blocks_of(ranges)
         found = obj.cached_blocks(blocks)
