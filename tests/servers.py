@@ -210,7 +210,7 @@ class _RcloneServer(ServerProcess):
 
     protocol = ""
 
-    def __init__(self, root: str | os.PathLike[str] | None = None, *, dir_cache_time: str = "1s",
+    def __init__(self, root: str | os.PathLike[str] | None = None, *, dir_cache_time: str = "0s",
                  extra: list[str] | None = None, startup_timeout: float = 15.0) -> None:
         super().__init__(startup_timeout=startup_timeout)
         self._tmp = tempfile.TemporaryDirectory(prefix=f"rclone-{self.protocol}-") if root is None else None
