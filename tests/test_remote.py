@@ -263,8 +263,8 @@ def test_two_jobs_sharing_one_cache(local_dataset: Path, s3_bucket: str,
     local = packer.open_dataset(local_dataset, decode=False)
     assert outputs[0] == outputs[1] == f"{sum(len(p) for p, _ in _payloads(local))}\n"
     data_bytes = local.manifest.num_bytes
-    if mode == "whole":  # each shard fetched once for both jobs (ranged: see packer.store.fetching)
-        assert fault_proxy.bytes_out < 1.3 * data_bytes + 20_000, (fault_proxy.bytes_out, data_bytes)
+    # each shard or run of blocks fetched once for both jobs (runs that merely overlap may not be)
+    assert fault_proxy.bytes_out < 1.3 * data_bytes + 20_000, (fault_proxy.bytes_out, data_bytes)
 
 
 @pytest.mark.slow

@@ -62,7 +62,7 @@ class ReadAheadSampler(Sampler[int]):
         if limit is None:
             return True
         per_sample = self.dataset.manifest.num_bytes / max(1, len(self.dataset))
-        return limit >= 4 * self.lookahead * per_sample
+        return bool(limit >= 4 * self.lookahead * per_sample)
 
     def __iter__(self) -> Iterator[int]:
         if not self.active():

@@ -7,10 +7,9 @@ node, however many processes want it), adjacent ones coalesced into one ranged G
 of one call, across any number of objects, issued concurrently from one pool per process.
 Blocks keep reads aligned whatever the batch, so a later epoch, another worker or another job
 finds the same cache entries; small blocks keep a cache far below the dataset from fetching
-much more than the records read. A lone block is fetched under its cache lock (once per node
-however many processes want it); a run of adjacent blocks is fetched in one GET first and stored
-block by block after, so two processes asking for the same run at the same moment may both
-fetch it (the cache keeps one copy).
+much more than the records read. A run of blocks is fetched under its first block's cache lock,
+so processes asking for it at the same moment fetch it once; processes whose runs merely
+overlap may fetch the overlap twice (the cache keeps one copy).
 """
 
 from __future__ import annotations
@@ -115,26 +114,32 @@ class CachedObject:
     def _fetch_run(self, first: int, last: int) -> dict[int, Block]:
         """Fetch blocks ``first..last`` in one GET and store each as its own cache entry.
 
-        Returns each block's bytes as fetched (so a read never depends on the cache keeping
-        them: under a bound smaller than a batch's blocks they may be evicted at once), or, for
-        a lone block another process fetched meanwhile, its cache file.
+        The GET runs under the first block's cache lock, so a process asking for the same run
+        at the same moment waits and then finds the blocks instead of fetching them again.
+        Returns each block's bytes as fetched (a read never depends on the cache keeping them:
+        under a bound smaller than a batch's blocks they may be evicted at once), or the cache
+        file of a block another process fetched.
         """
         start, stop = self._block_span(first)[0], self._block_span(last)[1]
-        if first == last:  # one block: fetched under its cache lock, once per node
-            got: list[bytes] = []
+        got: dict[int, memoryview] = {}
 
-            def download(handle: IO[bytes]) -> None:
-                got[:] = [self.store.read_range(self.key, start, stop)]
-                handle.write(got[0])
+        def download(handle: IO[bytes]) -> None:
+            data = memoryview(self.store.read_range(self.key, start, stop))
+            for block in range(first, last + 1):
+                lo, hi = self._block_span(block)
+                got[block] = data[lo - start:hi - start]
+            handle.write(got[first])
 
-            path = self.cache.fetch(self._block_key(first), stop - start, download)
-            return {first: memoryview(got[0]) if got else path}
-        data = memoryview(self.store.read_range(self.key, start, stop))
-        blocks: dict[int, Block] = {}
-        for block in range(first, last + 1):
-            lo, hi = self._block_span(block)
-            blocks[block] = data[lo - start:hi - start]
-            self.cache.fetch(self._block_key(block), hi - lo, _writer(blocks[block]))  # type: ignore[arg-type]
+        lo, hi = self._block_span(first)
+        path = self.cache.fetch(self._block_key(first), hi - lo, download)
+        blocks: dict[int, Block] = {first: got.get(first, path)}
+        for block in range(first + 1, last + 1):
+            if block in got:
+                lo, hi = self._block_span(block)
+                self.cache.fetch(self._block_key(block), hi - lo, _writer(got[block]))
+                blocks[block] = got[block]
+            else:  # another process fetched this run: take its blocks (or fetch the stragglers)
+                blocks.update(self._fetch_run(block, block))
         return blocks
 
     def blocks_of(self, ranges: Sequence[tuple[int, int]]) -> list[int]:
