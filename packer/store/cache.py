@@ -31,14 +31,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
-import functools
-import hashlib
 import logging
 import os
 import re
 import secrets
-import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -46,6 +42,7 @@ from typing import BinaryIO, Final
 
 from packer.errors import CacheError, IntegrityError
 from packer.sizes import format_size, parse_size
+from packer.store import cache_files as files
 
 __all__ = ["DEFAULT_MIN_FREE", "CacheInfo", "NodeCache", "default_cache_dir"]
 
@@ -55,14 +52,11 @@ DEFAULT_MIN_FREE: Final = 1 << 30  # free-space floor on the cache's file system
 
 _LAYOUT: Final = "v1"
 _KEY: Final = re.compile(r"[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*")
-_TOUCH_EVERY: Final = 1.0  # seconds: an entry's last-use time is bumped at most this often
-_STALE_TEMP: Final = 3600.0  # seconds without a write after which any temp is abandoned
 _RESCAN_EVERY: Final = 4096  # reservations between scans that correct the usage count
 _SLACK: Final = 0.1  # eviction frees this fraction of the limit (and of the floor) beyond the need
 
 _ADVICE: Final = ("pass a smaller cache_limit=, point PACKER_CACHE at a directory on a bigger disk, "
                   "or run `packer cache clear`")
-_Entry = tuple[float, int, str]  # (last use, bytes, path)
 
 
 def default_cache_dir() -> str:
@@ -117,7 +111,7 @@ class NodeCache:
         :meth:`fetch`. An open entry stays readable whatever is evicted.
         """
         path = self._entry(key)
-        return path if _touch(path) is not None else None
+        return path if files.touch(path) is not None else None
 
     def fetch(self, key: str, size: int, download: Callable[[BinaryIO], None], *,
               check: Callable[[str], None] | None = None) -> str:
@@ -137,13 +131,13 @@ class NodeCache:
         path = self._entry(key)
         if size < 0:
             raise ValueError(f"cache entry size must be 0 or more, not {size}")
-        found = _touch(path)
+        found = files.touch(path)
         if found is not None and found.st_size == size:
             return path
         for part in ("entries", "tmp", "locks"):
             os.makedirs(self._path(part), exist_ok=True)
-        with _flock(self._path("locks", "key-" + _sha1(key)[:4])):
-            found = _touch(path)  # another process may have fetched it while we waited
+        with files.flock(self._path("locks", "key-" + files.sha1(key)[:4])):
+            found = files.touch(path)  # another process may have fetched it while we waited
             if found is not None:
                 if found.st_size == size:
                     return path
@@ -169,7 +163,7 @@ class NodeCache:
 
     def info(self) -> CacheInfo:
         """Entries, bytes, limit, free space and the oldest last use, from a scan (no lock, no change)."""
-        entries = _scan_entries(self._path("entries"))
+        entries = files.scan_entries(self._path("entries"))
         return CacheInfo(self.directory, len(entries), sum(entry[1] for entry in entries), self.limit,
                          self._free(), entries[0][0] if entries else None)
 
@@ -211,15 +205,15 @@ class NodeCache:
     def _reserve(self, key: str, size: int, *, squeeze: bool) -> tuple[str, int]:
         """Make room for `size` bytes, then create the temp file (path, open fd) that holds them."""
         with self._usage() as fd:
-            usage, since = _read_usage(fd)
+            usage, since = files.read_usage(fd)
             if (squeeze or usage is None or since >= _RESCAN_EVERY
                     or (self.limit is not None and usage + size > self.limit)
                     or self._free() - size < self.min_free):
                 usage, since = self._make_room(fd, size, squeeze=squeeze), 0
-            name = f"{_sha1(key)[:16]}.{size}.{_namespace()}.{os.getpid()}.{secrets.token_hex(4)}"
+            name = f"{files.sha1(key)[:16]}.{size}.{files.namespace()}.{os.getpid()}.{secrets.token_hex(4)}"
             tmp = self._path("tmp", name)
             out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-            _write_usage(fd, usage + size, since + 1)
+            files.write_usage(fd, usage + size, since + 1)
         return tmp, out
 
     def _make_room(self, fd: int, size: int, *, squeeze: bool) -> int:
@@ -227,7 +221,7 @@ class NodeCache:
         return the bytes then held. `squeeze` (after a full disk) also halves what is held."""
         goal = None if self.limit is None else self.limit - size - int(self.limit * _SLACK)
         if squeeze:
-            half = _read_usage(fd)[0] or 0
+            half = files.read_usage(fd)[0] or 0
             goal = half // 2 if goal is None else min(goal, half // 2)
         floor = self.min_free + size
         enough = floor + int(self.min_free * _SLACK)
@@ -243,8 +237,8 @@ class NodeCache:
         """Unlink least recently used entries until `stop(next entry's last use, bytes held)`;
         return (entries, bytes) removed and the bytes held. Usage lock `fd` held; it records them.
         Abandoned downloads are removed; downloads in flight count as held."""
-        inflight = _sweep_temps(self._path("tmp"))  # first: a download renamed during the scans
-        entries = _scan_entries(self._path("entries"))  # then counts twice, never zero times
+        inflight = files.sweep_temps(self._path("tmp"))  # first: a download renamed during the scans
+        entries = files.scan_entries(self._path("entries"))  # then counts twice, never zero times
         held = sum(entry[1] for entry in entries) + inflight
         count = freed = 0
         for last_use, nbytes, path in entries:
@@ -253,7 +247,7 @@ class NodeCache:
             held -= nbytes
             if self._remove(path):
                 count, freed = count + 1, freed + nbytes
-        _write_usage(fd, held, 0)
+        files.write_usage(fd, held, 0)
         if count:
             log.debug("evicted %d entries (%s) from %s: %s held", count, format_size(freed),
                       self.directory, format_size(held))
@@ -283,9 +277,9 @@ class NodeCache:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         with self._usage() as fd:
-            usage, since = _read_usage(fd)
+            usage, since = files.read_usage(fd)
             if usage is not None:
-                _write_usage(fd, usage - size, since)
+                files.write_usage(fd, usage - size, since)
 
     # -- the directory ----------------------------------------------------------------------------
 
@@ -304,7 +298,7 @@ class NodeCache:
     def _usage(self) -> Iterator[int]:
         """The usage file's fd, flocked; the folders are created first."""
         os.makedirs(self._path("locks"), exist_ok=True)
-        with _flock(self._path("usage")) as fd:
+        with files.flock(self._path("usage")) as fd:
             yield fd
 
     def _remove(self, path: str) -> bool:
@@ -329,116 +323,3 @@ class NodeCache:
             path = os.path.dirname(path)
         st = os.statvfs(path)
         return st.f_bavail * st.f_frsize
-
-
-@contextlib.contextmanager
-def _flock(path: str) -> Iterator[int]:
-    """An exclusive flock on `path` (created if missing); the kernel drops it if we die."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def _read_usage(fd: int) -> tuple[int | None, int]:
-    """(bytes held, reservations since the last scan); None when unknown (a scan is needed)."""
-    fields = os.pread(fd, 64, 0).split()
-    try:
-        return int(fields[0]), int(fields[1])
-    except (IndexError, ValueError):
-        return None, 0
-
-
-def _write_usage(fd: int, usage: int, since: int) -> None:
-    data = f"{max(usage, 0)} {since}\n".encode("ascii")
-    os.pwrite(fd, data, 0)
-    os.ftruncate(fd, len(data))
-
-
-def _touch(path: str) -> os.stat_result | None:
-    """Stat a complete entry and bump its last use (at most once a second); None when absent."""
-    try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    if time.time() - st.st_mtime > _TOUCH_EVERY:
-        with contextlib.suppress(OSError):  # evicted meanwhile, or another user's read-only cache
-            os.utime(path)
-    return st
-
-
-def _scan_entries(root: str) -> list[_Entry]:
-    """Every entry under `root`, least recently used first."""
-    found: list[_Entry] = []
-    folders = [root]
-    while folders:
-        try:
-            listing = os.scandir(folders.pop())
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        with listing:
-            for item in listing:
-                try:
-                    if item.is_dir(follow_symlinks=False):
-                        folders.append(item.path)
-                        continue
-                    st = item.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if stat.S_ISREG(st.st_mode):
-                    found.append((st.st_mtime, st.st_size, item.path))
-    found.sort()
-    return found
-
-
-def _sweep_temps(folder: str) -> int:
-    """Remove abandoned temp files from `folder`; return the bytes reserved by the others."""
-    reserved, now = 0, time.time()
-    try:
-        listing = os.scandir(folder)
-    except FileNotFoundError:
-        return 0
-    with listing:
-        for item in listing:
-            parts = item.name.split(".")
-            try:
-                st = item.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            known = len(parts) == 5 and parts[1].isdigit() and parts[3].isdigit()
-            dead = known and parts[2] == _namespace() and not _alive(int(parts[3]))
-            if dead or now - st.st_mtime > _STALE_TEMP:
-                log.debug("removing abandoned download %s", item.path)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(item.path)
-            else:
-                reserved += max(int(parts[1]) if known else 0, st.st_size)
-    return reserved
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):  # another user's process; a pid out of range
-        return True
-    return True
-
-
-@functools.cache
-def _namespace() -> str:
-    """This host's pid namespace, so a pid in a temp's name is only judged where it means something."""
-    try:
-        ns = str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        ns = ""
-    return _sha1(f"{os.uname().nodename}:{ns}")[:8]
-
-
-def _sha1(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
