@@ -232,7 +232,10 @@ class Destination:
             for name in os.listdir(staging):
                 path = os.path.join(staging, name)
                 if os.path.isfile(path) or os.path.islink(path):
-                    os.unlink(path)
+                    # a worker thread still finishing may remove its own file first (CI saw it
+                    # with a thread-pool engine): gone is what we want
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
 
     def remove_stray_temporaries(self) -> None:
         """Delete half-written ``.<name>.<pid>.tmp`` files a killed run left (see durable.py)."""
