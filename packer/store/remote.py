@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from packer.errors import ObjectNotFoundError, StoreError
 from packer.store.base import Store
-from packer.store.retrying import RetryPolicy, ShortRead, classify, retry
+from packer.store.retrying import RetryPolicy, ShortRead, retry
 
 __all__ = ["RemoteStore"]
 
@@ -54,7 +54,6 @@ class RemoteStore(Store):
             self._root = f"{parts.netloc}{parts.path}".rstrip("/")
             if not parts.netloc:
                 raise ValueError(f"{url!r} names no bucket: write {self.scheme}://BUCKET/PREFIX")
-        self._local = threading.local()
         self._fs_pid: int | None = None
         self._fs_obj: Any = None
         self._lock = threading.Lock()
@@ -179,13 +178,3 @@ class RemoteStore(Store):
                 pass
 
         self._call(self.describe(key), remove)
-
-    def check_reachable(self) -> None:
-        """Fail early, in one line, when the bucket or server cannot be used at all."""
-        error = None
-        try:
-            self._fs().info(self._root)
-        except Exception as err:  # noqa: BLE001 - classified
-            error = classify(err, self.url)
-        if error is not None and not isinstance(error, ObjectNotFoundError):
-            raise error
