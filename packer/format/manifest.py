@@ -68,12 +68,21 @@ def version_path(root: str | os.PathLike[str], version: int) -> str:
     return os.path.join(os.fspath(root), VERSIONS_DIR, f"{version:05d}.json")
 
 
-def dataset_versions(root: str | os.PathLike[str]) -> list[int]:
-    """The versions the dataset at ``root`` keeps a manifest of (``versions/<n>.json``), oldest first."""
-    folder = os.path.join(os.fspath(root), VERSIONS_DIR)
-    if not os.path.isdir(folder):
-        return []
-    found = (_VERSION_FILE.fullmatch(name) for name in os.listdir(folder))
+def dataset_versions(root: str | os.PathLike[str] | Store) -> list[int]:
+    """The versions the dataset at ``root`` (a path or a store) keeps a manifest of
+    (``versions/<n>.json``), oldest first; none where the store cannot be listed (HTTP).
+
+    Raises:
+        StoreError: an object store cannot be listed (credentials, network).
+    """
+    if isinstance(root, Store) and not root.is_local:
+        if root.read_only:
+            return []
+        names = [key.rsplit("/", 1)[-1] for key in root.list(VERSIONS_DIR)]
+    else:
+        folder = os.path.join(root.url if isinstance(root, Store) else os.fspath(root), VERSIONS_DIR)
+        names = os.listdir(folder) if os.path.isdir(folder) else []
+    found = (_VERSION_FILE.fullmatch(name) for name in names)
     return sorted(int(match.group(1)) for match in found if match)
 
 

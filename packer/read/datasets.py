@@ -125,8 +125,8 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         self.transform = transform
         self.target_transform = target_transform
         self.decode = decode
-        self._open_shards(_open_shards(root, storage_options=storage_options, cache_dir=cache_dir,
-                                       cache_limit=cache_limit, mode=mode, version=version))
+        self._open_shards(_shard_set(root, storage_options=storage_options, cache_dir=cache_dir,
+                                     cache_limit=cache_limit, mode=mode, version=version))
 
     @classmethod
     def _over(cls, shards: ShardSet, transform: Callable[[Any], Any] | None,
@@ -258,7 +258,7 @@ class HDF5ImageDataset(PackedImageDataset):
     backend = "hdf5"
 
 
-def _open_shards(root: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None,
+def _shard_set(root: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None,
                  cache_dir: str | os.PathLike[str] | None, cache_limit: int | str | None,
                  mode: str, version: int | None) -> ShardSet:
     """The dataset's shard set; a URL's through the node cache that the arguments describe."""
@@ -288,7 +288,7 @@ def open_dataset(
         NotADatasetError, IncompleteDatasetError, ManifestError, ShardError, StoreError: as the
             classes do.
     """
-    shards = _open_shards(path, storage_options=storage_options, cache_dir=cache_dir,
+    shards = _shard_set(path, storage_options=storage_options, cache_dir=cache_dir,
                           cache_limit=cache_limit, mode=mode, version=version)  # loaded once
     cls = _CLASSES.get(shards.manifest.backend, PackedImageDataset)
     return cls._over(shards, transform, target_transform, decode=decode)

@@ -24,7 +24,7 @@ from typing import IO, Final
 from packer.store.base import Store
 from packer.store.cache import NodeCache
 
-__all__ = ["BLOCK_SIZE", "CachedObject", "fetch_blocks", "read_ranges_of"]
+__all__ = ["BLOCK_SIZE", "CachedObject", "copy_object", "fetch_blocks", "read_ranges_of"]
 
 #: Bytes per cached block of a ranged read (a few records of a photo dataset).
 BLOCK_SIZE: Final = 256 << 10
@@ -91,16 +91,7 @@ class CachedObject:
                                 check=check)
 
     def _download(self, handle: IO[bytes]) -> None:
-        parts = [(start, min(start + _PART, self.size)) for start in range(0, self.size, _PART)]
-        pool = _executor()
-        window = 4  # parts in flight: bounded memory, several GETs at once
-        pending: list[Future[bytes]] = []
-        for start, stop in parts:
-            pending.append(pool.submit(self.store.read_range, self.key, start, stop))
-            if len(pending) >= window:
-                handle.write(pending.pop(0).result())
-        for future in pending:
-            handle.write(future.result())
+        copy_object(self.store, self.key, self.size, handle)
 
     def cached_blocks(self, blocks: Sequence[int]) -> dict[int, Block]:
         """The blocks already in the cache, with their files."""
@@ -185,6 +176,20 @@ class CachedObject:
                     os.unlink(path)
             except FileNotFoundError:
                 pass
+
+
+def copy_object(store: Store, key: str, size: int, handle: IO[bytes]) -> None:
+    """Write the ``size`` bytes of ``key`` to ``handle`` in order, fetched in 16 MiB parts,
+    a few at once (bounded memory, several GETs in flight)."""
+    pool = _executor()
+    window = 4
+    pending: list[Future[bytes]] = []
+    for start in range(0, size, _PART):
+        pending.append(pool.submit(store.read_range, key, start, min(start + _PART, size)))
+        if len(pending) >= window:
+            handle.write(pending.pop(0).result())
+    for future in pending:
+        handle.write(future.result())
 
 
 def _writer(piece: memoryview) -> Callable[[IO[bytes]], None]:

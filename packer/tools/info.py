@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from packer.conversion.destination import UPDATE_NAME
 from packer.errors import StoreError
-from packer.format.manifest import VERSIONS_DIR, Manifest, dataset_versions
+from packer.format.manifest import Manifest, dataset_versions
 from packer.store import Store, open_store
 
 __all__ = ["dataset_info"]
 
 
 def _versions(store: Store) -> list[int]:
-    """The versions a dataset keeps; for a URL, from a listing (none for an HTTP server)."""
-    if store.is_local:
-        return dataset_versions(store.url)
+    """The versions kept; none listed where a store lets us read but not list."""
     try:
-        listed = store.list(VERSIONS_DIR)
+        return dataset_versions(store)
     except StoreError:
         return []
-    return sorted(int(m.group(1)) for key in listed if (m := re.fullmatch(r"versions/(\d{5,})\.json", key)))
 
 
 def dataset_info(root: str | os.PathLike[str], *,

@@ -23,6 +23,7 @@ from typing import Any
 from packer.errors import NotADatasetError
 from packer.format.manifest import MANIFEST_NAME, VERSIONS_DIR, Manifest, dataset_versions, version_key
 from packer.store import Store, open_store
+from packer.store.fetching import copy_object
 
 __all__ = ["PushResult", "RemoteGcResult", "collect_remote_garbage", "pull_dataset", "push_dataset"]
 
@@ -137,8 +138,7 @@ def collect_remote_garbage(url: str | Store, *, keep_versions: int = 1, dry_run:
     store = open_store(url, storage_options)
     current = Manifest.load(store)
     listed = store.list()
-    versions = sorted(int(m.group(1)) for key in listed
-                      if (m := re.fullmatch(rf"{VERSIONS_DIR}/(\d{{5,}})\.json", key)))
+    versions = dataset_versions(store)
     older = [v for v in versions if v < current.version]
     kept = [*older[len(older) - min(keep_versions - 1, len(older)):], current.version]
     used: set[str] = {MANIFEST_NAME}
@@ -157,15 +157,11 @@ def collect_remote_garbage(url: str | Store, *, keep_versions: int = 1, dry_run:
                           sum(listed[key] for key in victims), dry_run)
 
 
-_PART = 16 << 20
-
-
 def _download(store: Store, key: str, size: int, path: str) -> None:
-    """Copy ``key`` into the local file ``path`` in parts (bounded memory), as the store has it."""
+    """Copy ``key`` into the local file ``path``, byte for byte as the store has it."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as handle:
-        for start in range(0, size, _PART):
-            handle.write(store.read_range(key, start, min(start + _PART, size)))
+        copy_object(store, key, size, handle)
 
 
 def pull_dataset(url: str, dst: str | os.PathLike[str], *,
