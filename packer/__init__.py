@@ -57,7 +57,9 @@ if TYPE_CHECKING:
     from packer.read.samplers import ShardAwareSampler
     from packer.read.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
     from packer.sizes import parse_size
+    from packer.source.base import Source, SourceItem, SourceOptions
     from packer.source.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
+    from packer.source.registry import SOURCES, open_source
     from packer.store.base import Store
     from packer.store.cache import CacheInfo, NodeCache
     from packer.store.urls import open_store
@@ -99,6 +101,8 @@ _HOMES = {
     "packer.tools.export": ["ExportResult", "export_dataset"],
     "packer.read.baseline": ["ImageFolderDataset"],
     "packer.source.imagefolder": ["FolderIndex", "IMG_EXTENSIONS", "find_classes", "scan_imagefolder"],
+    "packer.source.base": ["Source", "SourceItem", "SourceOptions"],
+    "packer.source.registry": ["SOURCES", "open_source"],
     "packer.read.loader": ["LoaderSettings", "loader_settings", "make_loader"],
     "packer.format.manifest": ["Manifest"],
     "packer.conversion.merging": ["MergeResult", "merge"],
@@ -158,9 +162,13 @@ __all__ = [
     "ResumeError",
     "SampleInfo",
     "ShardAwareSampler",
+    "SOURCES",
     "ShardError",
+    "Source",
     "SourceError",
+    "SourceItem",
     "SourceNotFoundError",
+    "SourceOptions",
     "Store",
     "StoreError",
     "StoreUnavailableError",
@@ -184,6 +192,7 @@ __all__ = [
     "merge",
     "open_dataset",
     "open_engine",
+    "open_source",
     "open_store",
     "parse_size",
     "plan_conversion",

@@ -25,7 +25,7 @@ from imagetools import jpeg_bytes, write_tree
 
 import packer
 from packer.cli import cli
-from packer.conversion import tasks as shardwork
+from packer.source import tree as sourcetree
 from packer.conversion.engines import local as workers
 from packer.errors import BadImageError, ConversionError, SourceError
 from packer.format.backends import Backend
@@ -117,14 +117,14 @@ def forked_workers(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 
 def _patch_read(patch: pytest.MonkeyPatch, target: str, action: Any) -> None:
-    original = shardwork.read_source
+    original = sourcetree.read_source
 
     def read(path: str) -> bytes:
         if path.endswith(target):
             action(path)
         return original(path)
 
-    patch.setattr(shardwork, "read_source", read)
+    patch.setattr(sourcetree, "read_source", read)
 
 
 def test_source_file_vanishing_mid_run(tmp_path: Path, forked_workers: pytest.MonkeyPatch) -> None:

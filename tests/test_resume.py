@@ -259,10 +259,12 @@ def test_segments_plan_covers_every_item_once() -> None:
     from packer.conversion.scheduling import SEGMENTS_PER_WORKER, make_tasks
     from packer.conversion.tasks import SegmentTask, ShardTask
     from packer.format.codecs import OriginalCodec
+    from packer.source.base import SourceItem
+    from packer.source.tree import FileReader
 
-    items = tuple((f"c/{i}.jpg", 0, 100 + i, 1) for i in range(50))
-    shard = ShardTask(0, "shard-00000", "/src", "/dst", "/dst/.tmp", "lmdb", OriginalCodec(),
-                      "full", 10, False, sum(s for _, _, s, _ in items), items, "fp", "inputs", {})
+    items = tuple(SourceItem(f"c/{i}.jpg", 0, 100 + i, 1) for i in range(50))
+    shard = ShardTask(0, "shard-00000", FileReader("/src"), "/dst", "/dst/.tmp", "lmdb", OriginalCodec(),
+                      "full", 10, False, sum(item.size for item in items), items, "fp", "inputs", {})
     assert make_tasks([shard], 1) == [shard]
     tasks = make_tasks([shard], 2)
     assert all(isinstance(t, SegmentTask) for t in tasks)

@@ -277,7 +277,7 @@ def test_against_a_reencoding_codec_is_not_applicable(dst: Path, src: Path) -> N
 
 
 def test_against_a_missing_source_is_refused(dst: Path, tmp_path: Path) -> None:
-    with pytest.raises(SourceNotFoundError, match="not a directory"):
+    with pytest.raises(SourceNotFoundError, match="does not exist"):
         verify_dataset(dst, against=tmp_path / "nowhere")
 
 

@@ -14,6 +14,7 @@ from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
 from packer.format.backends import backend_names
 from packer.format.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, codec_class, codec_names
 from packer.sizes import parse_size
+from packer.source.registry import SOURCES
 
 __all__ = ["SizeType", "convert", "merge"]
 
@@ -34,12 +35,21 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
 @click.command()
 @click.argument("src", type=click.Path(path_type=str))
 @click.argument("dst", type=click.Path(path_type=str))
-@click.option("--root", type=click.Path(file_okay=False, path_type=str), default=None,
-              help="SRC is a list file: the folder its paths are relative to [default: the list's].")
+@click.option("--source-format", type=click.Choice(SOURCES.names(sort=False)), default=None,
+              help="What SRC is, where detection could guess wrong [default: detected].")
+@click.option("--root", type=click.Path(path_type=str), default=None,
+              help="SRC is a list file: the folder (or archive) its paths are relative to "
+                   "[default: the list's folder].")
 @click.option("--path-column", default=None,
               help="A CSV or JSON Lines list: its image-path column [default: path, file_name, ...].")
 @click.option("--label-column", default=None,
-              help="A CSV or JSON Lines list: its label column [default: label, class, ...].")
+              help="A CSV or JSON Lines list, or a Parquet table: its label column "
+                   "[default: label, class, ...].")
+@click.option("--label-field", default=None,
+              help="WebDataset: the member holding the label, e.g. cls, txt or json:label "
+                   "[default: cls].")
+@click.option("--image-column", default=None,
+              help="A Parquet table: its image column [default: image, img, ...].")
 @click.option("--classes", "classes_file", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Integer labels: a file naming their classes, one per line (line i names label i).")
 @click.option("--to", "backend", type=click.Choice(backend_names()), required=True,
@@ -99,9 +109,12 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
 def convert(src: str, dst: str, **given: Any) -> None:
     """Convert SRC into a packed dataset at DST.
 
-    SRC is an ImageFolder tree (SRC/<class>/<image>), or a list file of images and labels:
-    plain text lines 'relative/path label', a CSV with a header, or JSON Lines (.csv, .jsonl);
-    paths relative to --root. Samples keep the list's order; its other columns are kept.
+    SRC is an ImageFolder tree (SRC/<class>/<image>); a list file of images and labels (plain
+    text lines 'relative/path label', a CSV with a header, or JSON Lines; paths relative to
+    --root, a folder or an archive); a .tar, .tar.gz or .zip of a tree, or of per-class tars
+    (ImageNet's train tar); WebDataset shards (a .tar, a folder, or train-{000000..000146}.tar);
+    or Parquet image tables (a .parquet file, a folder or a glob). The kind is detected and
+    printed by --dry-run; --source-format names it. Nothing is extracted.
     """
     from packer.cli.formatting import format_conversion, format_plan, format_task
     from packer.conversion.array_run import run_conversion_task
@@ -163,7 +176,9 @@ def _options(given: dict[str, Any]) -> ConversionOptions:
         codec_options=codec_options, check=given["check"], max_pixels=given["max_pixels"],
         strict=given["strict"], include_hidden=given["include_hidden"],
         allow_empty=given["allow_empty"], root=given["root"], path_column=given["path_column"],
-        label_column=given["label_column"], classes_file=given["classes_file"])
+        label_column=given["label_column"], classes_file=given["classes_file"],
+        source_format=given["source_format"], label_field=given["label_field"],
+        image_column=given["image_column"])
 
 
 def _engine_options(given: dict[str, Any]) -> dict[str, Any]:

@@ -65,6 +65,9 @@ def convert_task(
     path_column: str | None = None,
     label_column: str | None = None,
     classes_file: str | os.PathLike[str] | None = None,
+    source_format: str | None = None,
+    label_field: str | None = None,
+    image_column: str | None = None,
     progress: bool = False,
 ) -> TaskResult:
     """Array task ``task_id`` of ``num_tasks``: write its share of the shards of ``dst``.
@@ -87,7 +90,8 @@ def convert_task(
                                 strict=strict, include_hidden=include_hidden, allow_empty=allow_empty,
                                 is_valid_file=is_valid_file, root=root,
                                 path_column=path_column, label_column=label_column,
-                                classes_file=classes_file)
+                                classes_file=classes_file, source_format=source_format,
+                                label_field=label_field, image_column=image_column)
     return run_conversion_task(src, dst, options, task_id=task_id, num_tasks=num_tasks,
                                workers=workers, engine=engine, progress=progress)
 

@@ -21,7 +21,7 @@ from packer.conversion.receipts import ShardResult
 from packer.conversion.resume import shard_contents
 from packer.format.manifest import Manifest, ShardEntry, SkippedFile
 from packer.format.sample_index import SampleIndex
-from packer.store.durable import sha256_file
+from packer.source.base import SourceItem
 
 __all__ = ["Changes", "compare", "describe_record", "source_digests"]
 
@@ -41,17 +41,11 @@ class Changes:
 
 
 def source_digests(job: Job, workers: int) -> dict[str, str]:
-    """SHA-256 (hex) of every source file of ``job``, by relative path; ``""`` when unreadable.
+    """SHA-256 (hex) of every source item of ``job``, by relative path; ``""`` when unreadable.
     Hashing releases the GIL, so ``workers`` threads read and hash in parallel."""
-    def digest(path: str) -> str:
-        try:
-            return sha256_file(path)
-        except OSError:
-            return ""
-
     items = job.index.items
     with ThreadPoolExecutor(max(workers, 1)) as pool:
-        found = pool.map(digest, [job.index.path_of(item) for item in items])
+        found = pool.map(job.reader.digest, items)
         return dict(zip([item.relpath for item in items], found, strict=True))
 
 
@@ -88,7 +82,7 @@ def compare(current: Manifest, index: SampleIndex, job: Job, *,
         if digests is None:
             old_shard = by_inputs.get(task.inputs)
         else:
-            named = [(relpath, digests[relpath]) for relpath, *_ in task.items]
+            named = [(item.relpath, digests[item.relpath]) for item in task.items]
             key = shard_contents(job.plan.options, named)
             old_shard = by_contents.get(key)
         if old_shard is not None:
@@ -119,13 +113,12 @@ def _identities_then(current: Manifest, paths: list[str], sources: list[list[int
 
 
 def _metadata_of(job: Job) -> dict[str, str]:
-    listed = [m for task in job.tasks for m in task.metadata]
-    if not listed:
+    if not job.index.metadata:
         return {}
-    return {item.relpath: value for item, value in zip(job.index.items, listed, strict=True)}
+    return {item.relpath: value for item, value in zip(job.index.items, job.index.metadata, strict=True)}
 
 
-def _reuse(old: ShardEntry, items: Sequence[tuple[str, int, int, int]], inputs: str, fingerprint: str,
+def _reuse(old: ShardEntry, items: Sequence[SourceItem], inputs: str, fingerprint: str,
            paths_then: list[str], sources_then: list[list[int]] | None,
            skipped_then: dict[str, SkippedFile], label_of: dict[str, int],
            metadata: dict[str, str]) -> ShardResult | None:
@@ -133,9 +126,9 @@ def _reuse(old: ShardEntry, items: Sequence[tuple[str, int, int, int]], inputs: 
     its samples and skips as they were, with today's labels, metadata and identities."""
     relpaths = tuple(paths_then[old.first:old.first + old.num_samples])
     packed = set(relpaths)
-    now = {relpath: (size, mtime) for relpath, _, size, mtime in items}
+    now = {item.relpath: (item.size, item.mtime_ns) for item in items}
     skipped: list[SkippedFile] = []
-    for relpath, *_ in items:
+    for relpath in now:
         if relpath in packed:
             continue
         skip = skipped_then.get(relpath)

@@ -75,6 +75,9 @@ class ConversionPlan:
     report: ScanReport
     shards: tuple[PlannedShard, ...]
     estimated_output_bytes: int | None
+    #: The kind of source (:mod:`packer.source.registry`), and how it reads to people.
+    source_kind: str = "tree"
+    source_description: str = "an ImageFolder tree"
 
     @property
     def class_to_idx(self) -> dict[str, int]:
@@ -85,7 +88,7 @@ class ConversionPlan:
         """A JSON-ready summary (what ``--dry-run --json`` would print)."""
         report = self.report
         return {
-            "dry_run": True, "src": self.src, "backend": self.backend, "codec": self.codec,
+            "dry_run": True, "src": self.src, "source_kind": self.source_kind, "backend": self.backend, "codec": self.codec,
             "shard_size": self.shard_size, "num_images": self.num_images,
             "num_classes": len(self.classes), "classes": list(self.classes),
             "class_counts": dict(zip(self.classes, self.class_counts, strict=True)),
@@ -96,7 +99,8 @@ class ConversionPlan:
             "scan": {"ignored_hidden": list(report.ignored_hidden),
                      "cut_symlink_loops": list(report.cut_symlink_loops),
                      "unreadable_dirs": list(report.unreadable_dirs),
-                     "other_files": report.other_files, "root_files": report.root_files},
+                     "other_files": report.other_files, "root_files": report.root_files,
+                     "notes": list(report.notes)},
             "shards": [{"name": s.name, "start": s.start, "stop": s.stop, "num_images": s.num_images,
                         "planned_bytes": s.planned_bytes, "estimated_bytes": s.estimated_bytes,
                         "first_path": s.first_path, "last_path": s.last_path} for s in self.shards],
@@ -117,6 +121,9 @@ def plan_conversion(
     path_column: str | None = None,
     label_column: str | None = None,
     classes_file: str | os.PathLike[str] | None = None,
+    source_format: str | None = None,
+    label_field: str | None = None,
+    image_column: str | None = None,
 ) -> ConversionPlan:
     """Scan ``src`` and plan its conversion to backend ``to`` as :func:`convert` would; write nothing.
 
@@ -133,7 +140,8 @@ def plan_conversion(
                                 codec_options=codec_options or {}, include_hidden=include_hidden,
                                 allow_empty=allow_empty, is_valid_file=is_valid_file,
                                 root=root, path_column=path_column, label_column=label_column,
-                                classes_file=classes_file)
+                                classes_file=classes_file, source_format=source_format,
+                                label_field=label_field, image_column=image_column)
     return dry_run(src, options)
 
 
@@ -147,7 +155,7 @@ def dry_run(src: str | os.PathLike[str], options: ConversionOptions) -> Conversi
     planned_size = options.shard_bytes
     include_hidden, allow_empty = options.include_hidden, options.allow_empty
     # Empty classes are reported, not refused (a list source has none to refuse).
-    index = scan_source(os.path.abspath(os.fspath(src)), replace(options, allow_empty=True))[1]
+    source, index = scan_source(src, replace(options, allow_empty=True))
     items = index.items
     sizes = [max(item.size, 0) for item in items]
     counts = [0] * len(index.classes)
@@ -160,8 +168,8 @@ def dry_run(src: str | os.PathLike[str], options: ConversionOptions) -> Conversi
                      plan.stop, plan.planned_bytes,
                      backend.estimate_shard_bytes(sizes[plan.start:plan.stop]) if original else None,
                      items[plan.start].relpath, items[plan.stop - 1].relpath)
-        for plan in plan_shards(planned_item_sizes(index, chosen_codec), [item.relpath for item in items],
-                                planned_size)
+        for plan in plan_shards(planned_item_sizes(index, source.reader(), chosen_codec),
+                                [item.relpath for item in items], planned_size)
     )
     estimate: int | None = None
     if original and all(s.estimated_bytes is not None for s in shards):
@@ -179,7 +187,8 @@ def dry_run(src: str | os.PathLike[str], options: ConversionOptions) -> Conversi
         extensions=Counter(os.path.splitext(item.relpath)[1].lower() for item in items),
         num_images=len(items), source_bytes=sum(sizes),
         unknown_sizes=sum(1 for item in items if item.size < 0), report=index.report,
-        shards=shards, estimated_output_bytes=estimate,
+        shards=shards, estimated_output_bytes=estimate, source_kind=source.kind,
+        source_description=source.describe(),
     )
 
 

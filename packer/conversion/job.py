@@ -1,7 +1,8 @@
 """A conversion before anything is written: DST checked, SRC scanned, the shards planned.
 
 :func:`plan_job` is the first half of :func:`packer.convert` and of every array task; it raises
-every error a conversion can know of in advance, and touches nothing.
+every error a conversion can know of in advance, and touches nothing. SRC is any kind of source
+(:mod:`packer.source.registry`); from here on only its items, identities and reader matter.
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ from dataclasses import dataclass
 from packer.conversion.destination import Destination, DestinationState
 from packer.conversion.options import ConversionOptions
 from packer.conversion.plan import JobPlan, planned_item_sizes, scan_info, shard_name
-from packer.conversion.resume import plan_fingerprint, shard_fingerprint, shard_inputs
+from packer.conversion.resume import item_identities, plan_fingerprint, shard_fingerprint, shard_inputs
 from packer.conversion.sharding import plan_shards
 from packer.conversion.tasks import ShardTask
-from packer.errors import SourceError
-from packer.source.imagefolder import FolderIndex, scan_imagefolder
-from packer.source.listfile import ListSource, scan_listfile
+from packer.source.base import ItemReader, Source, SourceIndex
+from packer.source.registry import open_source
 
-__all__ = ["Job", "plan_job", "plan_source", "scan_source", "source_root"]
+__all__ = ["Job", "plan_job", "plan_source", "scan_source"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,9 @@ class Job:
     src: str
     destination: Destination
     state: DestinationState  # DST's state when it was checked
-    index: FolderIndex
+    source: Source
+    index: SourceIndex
+    reader: ItemReader
     plan: JobPlan
     tasks: tuple[ShardTask, ...]  # one per planned shard; staging set when run
 
@@ -45,70 +47,48 @@ def plan_job(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: 
 
     Raises what :func:`packer.convert` raises before it writes anything.
     """
-    src_path = os.path.abspath(os.fspath(src))
+    source = open_source(src, options.source_options)
     destination = Destination(dst)
-    state = destination.check(source_root(src_path, options), overwrite=overwrite, resume=resume)
-    return plan_source(src_path, destination, state, options, num_tasks=num_tasks)
+    state = destination.check(source.inside(), overwrite=overwrite, resume=resume)
+    return plan_source(source, destination, state, options, num_tasks=num_tasks)
 
 
-def source_root(src_path: str, options: ConversionOptions) -> str:
-    """The folder SRC's files lie under: the tree itself, or a list file's ``--root`` (its folder)."""
-    if os.path.isfile(src_path):
-        return os.fspath(options.root or os.path.dirname(src_path))
-    return src_path
-
-
-def plan_source(src_path: str, destination: Destination, state: DestinationState,
-                options: ConversionOptions, *, num_tasks: int | None) -> Job:
-    """Scan SRC (an absolute path) and plan its shards for ``destination``; touch nothing."""
-    listed, index = scan_source(src_path, options)
-    recorded = options.recorded()
-    fingerprint = plan_fingerprint(src_path, recorded, index,
-                                   listed.metadata if listed is not None else ())
-    codec = options.stored_as
-    plans = plan_shards(planned_item_sizes(index, codec), [item.relpath for item in index.items],
-                        options.shard_bytes)
-    items = [tuple((it.relpath, it.label, it.size, it.mtime_ns) for it in index.items[p.start:p.stop])
-             for p in plans]
-    metadata = [listed.metadata[p.start:p.stop] if listed is not None else () for p in plans]
-    fingerprints = tuple(shard_fingerprint(p.index, recorded, items[p.index], metadata[p.index])
-                         for p in plans)
-    inputs = tuple(shard_inputs(recorded, [(relpath, size, mtime) for relpath, _, size, mtime in shard])
-                   for shard in items)
-    listing = None if listed is None else {
-        "list": listed.listfile, "format": listed.format, "root": index.root,
-        "path_column": listed.path_column, "label_column": listed.label_column,
-        "classes_file": listed.classes_file, "labels": "numbers" if listed.labels_are_numbers else "names",
-        "metadata_columns": list(listed.metadata_columns)}
-    plan = JobPlan(src_path, recorded, fingerprint, len(index.items), tuple(index.classes),
-                   scan_info(index, "list" if listed is not None else options.scan_filter),
-                   fingerprints, inputs, num_tasks, listing)
-    tasks = tuple(ShardTask(p.index, shard_name(p.index), index.root, destination.path, "",
-                            options.backend.name, codec, options.check, options.max_pixels,
-                            options.strict, p.planned_bytes, items[p.index], fingerprints[p.index],
-                            inputs[p.index], recorded, metadata[p.index], listed is not None)
-                  for p in plans)
-    return Job(src_path, destination, state, index, plan, tasks)
-
-
-def scan_source(src: str, options: ConversionOptions) -> tuple[ListSource | None, FolderIndex]:
-    """Scan SRC: a list file (:func:`~packer.source.listfile.scan_listfile`) or an ImageFolder tree.
+def scan_source(src: str | os.PathLike[str], options: ConversionOptions) -> tuple[Source, SourceIndex]:
+    """Open SRC as the kind of source it is (or ``options`` names) and scan it.
 
     Raises:
-        ValueError: ``is_valid_file`` for a list.
-        SourceError: list-only options for a tree; and see the two scanners.
+        SourceError: SRC cannot be used; the message names the file and the fix.
     """
-    if os.path.isfile(src):
-        if options.is_valid_file is not None:
-            raise ValueError("is_valid_file filters a folder tree; a list source packs what it lists "
-                             "(filter the list instead)")
-        listed = scan_listfile(src, root=options.root, path_column=options.path_column,
-                               label_column=options.label_column, classes_file=options.classes_file)
-        return listed, listed.index
-    if options.list_options:
-        flags = ", ".join("--" + name.replace("_", "-").replace("classes-file", "classes")
-                          for name in options.list_options)
-        raise SourceError(f"{flags} apply to a list file source, but {src!r} is a folder tree: give "
-                          "the list file as SRC, or drop the option(s).")
-    return None, scan_imagefolder(src, is_valid_file=options.is_valid_file,
-                                  allow_empty=options.allow_empty, include_hidden=options.include_hidden)
+    source = open_source(src, options.source_options)
+    return source, source.scan()
+
+
+def plan_source(source: Source, destination: Destination, state: DestinationState,
+                options: ConversionOptions, *, num_tasks: int | None) -> Job:
+    """Scan ``source`` and plan its shards for ``destination``; touch nothing."""
+    index = source.scan()
+    reader = source.reader()
+    options = options.for_source(source.kind)
+    recorded = options.recorded()
+    fingerprint = plan_fingerprint(source.location, recorded, index, index.metadata)
+    codec = options.stored_as
+    plans = plan_shards(planned_item_sizes(index, reader, codec), [item.relpath for item in index.items],
+                        options.shard_bytes)
+    items = [index.items[p.start:p.stop] for p in plans]
+    metadata = [index.metadata[p.start:p.stop] if index.metadata else () for p in plans]
+    fingerprints = tuple(shard_fingerprint(p.index, recorded, item_identities(items[p.index], labels=True),
+                                           metadata[p.index])
+                         for p in plans)
+    inputs = tuple(shard_inputs(recorded, item_identities(shard, labels=False)) for shard in items)
+    extra = {**source.manifest_extra(),
+             "source": {"kind": source.kind, "location": source.location, "params": source.params(),
+                        "report": {"notes": list(index.report.notes)} if index.report.notes else {}}}
+    plan = JobPlan(source.location, recorded, fingerprint, len(index.items), tuple(index.classes),
+                   scan_info(index, source.scan_filter()),
+                   fingerprints, inputs, num_tasks, extra, index.metadata_columns)
+    tasks = tuple(ShardTask(p.index, shard_name(p.index), reader, destination.path, "",
+                            options.backend.name, codec, options.check, options.max_pixels,
+                            options.strict, p.planned_bytes, items[p.index], fingerprints[p.index],
+                            inputs[p.index], recorded, metadata[p.index])
+                  for p in plans)
+    return Job(source.location, destination, state, source, index, reader, plan, tasks)

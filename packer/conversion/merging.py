@@ -67,11 +67,8 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, v
         targets.extend(result.targets)
         metadata.extend(result.metadata)
         sources.extend(result.sources)
-    listing = plan.listing
     extra: dict[str, Any] = {"shard_size": plan.options["shard_size"], "plan_fingerprint": plan.fingerprint,
-                             "options": plan.options}
-    if listing is not None:
-        extra["list"] = listing
+                             "options": plan.options, **plan.source_extra}
     counts = [0] * len(plan.classes)
     for target in targets:
         counts[target] += 1
@@ -86,7 +83,7 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, v
         class_counts=tuple(counts),
         shards=tuple(shards),
         sample_index=write_sample_index(
-            dst, relpaths, targets, sources, metadata if listing and listing["metadata_columns"] else None,
+            dst, relpaths, targets, sources, metadata if plan.metadata_columns else None,
             records=_records(dst, options["backend"], shards)),
         skipped=tuple(s for r in results for s in r.skipped),
         scan=plan.scan,

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from packer.format.backends import Backend, get_backend
 from packer.format.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, Codec, get_codec
 from packer.sizes import parse_size
+from packer.source.base import SourceOptions
 
 __all__ = ["DEFAULT_SHARD_SIZE", "ConversionOptions"]
 
@@ -48,6 +49,10 @@ class ConversionOptions:
         label_column: Its label column (default: the first of ``label``, ``class``,
             ``target``, ``category``).
         classes_file: Class names of integer labels, one per line (line ``i`` names label ``i``).
+        source_format: The kind of source (``tree``, ``list``, ``archive``, ``webdataset``,
+            ``parquet``; see :mod:`packer.source.registry`); None detects it.
+        label_field: A WebDataset sample's label member (``cls``, ``txt``, ``json:label``).
+        image_column: A Parquet table's image column (default: ``image``, ``img``, ...).
 
     Raises:
         UnknownNameError: ``to`` or ``codec`` is not registered, or the codec cannot take
@@ -69,6 +74,9 @@ class ConversionOptions:
     path_column: str | None = None
     label_column: str | None = None
     classes_file: str | os.PathLike[str] | None = None  # kept as an absolute path (str)
+    source_format: str | None = None
+    label_field: str | None = None
+    image_column: str | None = None
     #: The registered backend ``to`` names.
     backend: Backend = field(init=False, repr=False, compare=False)
     #: The codec built from ``codec`` and ``codec_options``.
@@ -118,13 +126,15 @@ class ConversionOptions:
                                  "same is_valid_file (from Python) to convert its source the same way")
             raise ValueError("is_valid_file was given, but the dataset was converted without one")
         listed = dict(recorded.get("list") or {})
+        source = dict(recorded.get("source") or {})
         options = cls(to=recorded["backend"], shard_size=recorded["shard_size"], codec=recorded["codec"],
                       codec_options=recorded["codec_params"], check=recorded["check"],
                       max_pixels=recorded["max_pixels"], strict=strict,
                       include_hidden=recorded["include_hidden"], allow_empty=recorded["allow_empty"],
                       is_valid_file=is_valid_file, root=listed.get("root"),
                       path_column=listed.get("path_column"), label_column=listed.get("label_column"),
-                      classes_file=listed.get("classes_file"))
+                      classes_file=listed.get("classes_file"), source_format=source.get("format"),
+                      label_field=source.get("label_field"), image_column=source.get("image_column"))
         if options.recorded() != dict(recorded):
             raise ValueError(f"the recorded options {dict(recorded)} cannot be rebuilt by this packer "
                              f"(they give {options.recorded()})")
@@ -139,7 +149,31 @@ class ConversionOptions:
             "include_hidden": self.include_hidden, "allow_empty": self.allow_empty,
             "filter": self.scan_filter,
             **({"list": self.list_options} if self.list_options else {}),
+            **({"source": self._source_record} if self._source_record else {}),
         }
+
+    @property
+    def _source_record(self) -> dict[str, str]:
+        """The kind of source and its own options, recorded for kinds other than trees and lists
+        (whose record predates kinds: detection finds them again)."""
+        if self.source_format in (None, "tree", "list"):
+            return {}
+        given = {"label_field": self.label_field, "image_column": self.image_column}
+        return {"format": str(self.source_format), **{k: v for k, v in given.items() if v is not None}}
+
+    @property
+    def source_options(self) -> SourceOptions:
+        """How to read SRC, for :func:`packer.source.registry.open_source`."""
+        return SourceOptions(format=self.source_format, include_hidden=self.include_hidden,
+                             allow_empty=self.allow_empty, is_valid_file=self.is_valid_file,
+                             root=None if self.root is None else os.fspath(self.root),
+                             path_column=self.path_column, label_column=self.label_column,
+                             classes_file=None if self.classes_file is None else os.fspath(self.classes_file),
+                             label_field=self.label_field, image_column=self.image_column)
+
+    def for_source(self, kind: str) -> ConversionOptions:
+        """These options with ``source_format`` set to the kind detected (so it is recorded)."""
+        return self if self.source_format == kind else replace(self, source_format=kind)
 
     @property
     def list_options(self) -> dict[str, str]:
@@ -154,4 +188,6 @@ class ConversionOptions:
                 "codec_options": dict(self.codec_options), "check": self.check,
                 "max_pixels": self.max_pixels, "strict": self.strict,
                 "include_hidden": self.include_hidden, "allow_empty": self.allow_empty,
-                "is_valid_file": self.is_valid_file, **self.list_options}
+                "is_valid_file": self.is_valid_file, **self.list_options,
+                **{k: v for k, v in (("source_format", self.source_format), ("label_field", self.label_field),
+                                     ("image_column", self.image_column)) if v is not None}}

@@ -12,14 +12,14 @@ start records it (atomically, create-if-absent; see
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from packer.errors import OutputError
 from packer.format.codecs import Codec
 from packer.format.manifest import ScanInfo
-from packer.source.imagecheck import image_dimensions
-from packer.source.imagefolder import IMG_EXTENSIONS, FolderIndex
+from packer.source.base import ItemReader, SourceIndex
+from packer.source.imagefolder import IMG_EXTENSIONS
 
 __all__ = ["JobPlan", "describe_shards", "planned_item_sizes", "scan_info", "shard_name", "shards_of_task"]
 
@@ -39,8 +39,11 @@ class JobPlan:
     #: ... and what its manifest entry records to be reused by ``packer update`` (no labels).
     shard_inputs: tuple[str, ...]
     num_tasks: int | None = None
-    #: A list source: its format, columns, root and classes file (None for a folder tree).
-    listing: dict[str, Any] | None = None
+    #: What the manifest's ``extra`` records of the source: ``source`` (kind, location and
+    #: params) and, for a list file, ``list`` (its format, columns, root and classes file).
+    source_extra: dict[str, Any] = field(default_factory=dict)
+    #: The names of the per-sample metadata fields the source gives (none: no metadata).
+    metadata_columns: tuple[str, ...] = ()
 
     def to_marker(self) -> dict[str, Any]:
         """The marker's JSON content (``shards`` and the rest kept for older readers)."""
@@ -63,7 +66,8 @@ class JobPlan:
                 classes=tuple(data["classes"]), scan=ScanInfo(**_tuples(data["scan"])),
                 shard_fingerprints=tuple(data["shard_fingerprints"]),
                 shard_inputs=tuple(data["shard_inputs"]),
-                num_tasks=data.get("num_tasks"), listing=data.get("listing"))
+                num_tasks=data.get("num_tasks"), source_extra=dict(data.get("source_extra") or {}),
+                metadata_columns=tuple(data.get("metadata_columns") or ()))
         except (KeyError, TypeError, ValueError):
             raise OutputError(f"The conversion in {dst!r} did not record its plan (it stopped before "
                               "writing anything, or an older packer started it): run the same "
@@ -112,18 +116,17 @@ def describe_shards(plan: JobPlan, numbers: list[int], limit: int = 10) -> str:
     return ", ".join(names) + more
 
 
-def planned_item_sizes(index: FolderIndex, codec: Codec) -> list[int]:
-    """What each source file will take in a shard, for planning: its size for ``original``;
+def planned_item_sizes(index: SourceIndex, reader: ItemReader, codec: Codec) -> list[int]:
+    """What each source item will take in a shard, for planning: its size for ``original``;
     for codecs that decode, an estimate from the image's header (read, not decoded)."""
     if codec.keeps_source_bytes:
         return [item.size for item in index.items]
-    return [codec.planned_bytes(image_dimensions(index.path_of(item)), max(item.size, 0))
-            for item in index.items]
+    return [codec.planned_bytes(reader.dimensions(item), max(item.size, 0)) for item in index.items]
 
 
-def scan_info(index: FolderIndex, scan_filter: str) -> ScanInfo:
-    """How the tree was scanned, for the manifest (``scan_filter``: ``"extensions"`` or
-    ``"is_valid_file"``)."""
+def scan_info(index: SourceIndex, scan_filter: str) -> ScanInfo:
+    """How the source was scanned, for the manifest (``scan_filter``: ``"extensions"`` or
+    ``"is_valid_file"`` for a tree, else the kind of source: ``"list"``, ``"archive"``, ...)."""
     report = index.report
     return ScanInfo(
         filter=scan_filter,

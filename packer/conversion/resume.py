@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from packer.errors import ResumeError
-from packer.source.imagefolder import FolderIndex
+from packer.source.base import SourceIndex, SourceItem
 
-__all__ = ["check_resumable", "plan_fingerprint", "shard_contents", "shard_fingerprint", "shard_inputs"]
+__all__ = ["check_resumable", "item_identities", "plan_fingerprint", "shard_contents", "shard_fingerprint",
+           "shard_inputs"]
 
 #: The options that decide a shard's bytes (not its boundaries, labels or scan).
 _PAYLOAD_OPTIONS = ("backend", "codec", "codec_params", "check", "max_pixels")
@@ -30,7 +31,16 @@ def _digest(payload: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def plan_fingerprint(src: str, options: dict[str, Any], index: FolderIndex,
+def item_identities(items: Sequence[SourceItem], *, labels: bool) -> tuple[tuple[Any, ...], ...]:
+    """Each item's ``(relpath, label, size, mtime_ns)``, or without the label: what the shard
+    fingerprints hash (the locator is not identity: a member that moved in a rebuilt archive
+    is the same input)."""
+    if labels:
+        return tuple((item.relpath, item.label, item.size, item.mtime_ns) for item in items)
+    return tuple((item.relpath, item.size, item.mtime_ns) for item in items)
+
+
+def plan_fingerprint(src: str, options: dict[str, Any], index: SourceIndex,
                      metadata: Sequence[str] = ()) -> str:
     """Identity of a conversion plan: equal fingerprints give equal datasets (``metadata``: a list
     source's other columns, per item)."""
@@ -45,7 +55,7 @@ def plan_fingerprint(src: str, options: dict[str, Any], index: FolderIndex,
     return _digest(payload)
 
 
-def shard_fingerprint(index: int, options: dict[str, Any], items: tuple[tuple[str, int, int, int], ...],
+def shard_fingerprint(index: int, options: dict[str, Any], items: Sequence[tuple[Any, ...]],
                       metadata: Sequence[str] = ()) -> str:
     """Identity of a shard's inputs, kept in its receipt: same fingerprint, same shard (and receipt)."""
     payload: dict[str, Any] = {"index": index, "options": options, "items": items}
@@ -58,7 +68,7 @@ def _payload_options(options: dict[str, Any]) -> dict[str, Any]:
     return {key: options[key] for key in _PAYLOAD_OPTIONS}
 
 
-def shard_inputs(options: dict[str, Any], items: Sequence[tuple[str, int, int]]) -> str:
+def shard_inputs(options: dict[str, Any], items: Sequence[tuple[Any, ...]]) -> str:
     """What a shard is made of, label-free: the options that decide its bytes and each item's
     ``(relpath, size, mtime_ns)``. ``packer update`` reuses a shard whose inputs are unchanged;
     labels and list metadata live in the sample index, so relabelling reuses every shard."""

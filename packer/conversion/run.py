@@ -77,13 +77,17 @@ def convert(
     path_column: str | None = None,
     label_column: str | None = None,
     classes_file: str | os.PathLike[str] | None = None,
+    source_format: str | None = None,
+    label_field: str | None = None,
+    image_column: str | None = None,
     progress: bool = False,
 ) -> ConversionResult:
     """Pack the ImageFolder tree (or list file) ``src`` into shards of backend ``to`` under ``dst``.
 
     Args:
-        src: Root of the tree, ``src/<class>/**/<image>``; or a list file of images and labels
-            (plain text, CSV or JSON Lines; see :mod:`packer.source.listfile`).
+        src: Root of the tree, ``src/<class>/**/<image>``; a list file of images and labels
+            (plain text, CSV or JSON Lines; see :mod:`packer.source.listfile`); a tar or zip
+            archive of a tree; WebDataset shards; or Parquet image tables (``source_format``).
         dst: New or empty directory (or an earlier packer dataset, with ``overwrite``).
         to: Backend name, ``"lmdb"`` or ``"hdf5"``.
         shard_size: The shard size, as a number or text such as ``"512MB"``: shards hold a
@@ -114,6 +118,11 @@ def convert(
             ``file_name``, ...).
         label_column: Its label column (default: ``label``, ``class``, ...).
         classes_file: Class names of integer labels, one per line (line ``i`` names label ``i``).
+        source_format: The kind of ``src``: ``tree``, ``list``, ``archive`` (a ``.tar``,
+            ``.tar.gz``, ``.zip`` of a tree or of per-class tars), ``webdataset`` (shards, a folder
+            or a brace pattern) or ``parquet``; None detects it (:mod:`packer.source.registry`).
+        label_field: WebDataset: the member holding the label (``cls``, ``txt``, ``json:label``).
+        image_column: Parquet: the image column (default: the first image-like column).
         progress: Show a tqdm bar on stderr when it is a terminal.
 
     Raises:
@@ -132,7 +141,8 @@ def convert(
                                 strict=strict, include_hidden=include_hidden, allow_empty=allow_empty,
                                 is_valid_file=is_valid_file, root=root,
                                 path_column=path_column, label_column=label_column,
-                                classes_file=classes_file)
+                                classes_file=classes_file, source_format=source_format,
+                                label_field=label_field, image_column=image_column)
     return run_conversion(src, dst, options, overwrite=overwrite, resume=resume, workers=workers,
                           engine=engine, progress=progress)
 

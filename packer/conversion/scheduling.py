@@ -37,7 +37,7 @@ def make_tasks(shards: list[ShardTask], workers: int) -> list[Task]:
     pieces = -(-SEGMENTS_PER_WORKER * workers // len(shards))  # per shard, rounded up
     tasks: list[Task] = []
     for shard in shards:
-        sizes = [max(size, 0) for _, _, size, _ in shard.items]
+        sizes = [max(item.size, 0) for item in shard.items]
         target = max(1, -(-sum(sizes) // pieces))
         for number, (start, stop) in enumerate(cut_greedily(sizes, 0, len(sizes), target)):
             tasks.append(SegmentTask(shard, number, start, stop))

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field, replace
 
 from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, receipt_path
 from packer.conversion.resume import shard_contents
-from packer.errors import BadImageError, SourceError
+from packer.errors import BadImageError
 from packer.format.backends import ShardWriter, get_backend
 from packer.format.codecs import Codec
 from packer.format.manifest import ShardEntry, SkippedFile
 from packer.format.shardset import shard_file_name
-from packer.source.sourcefile import UnpackableFile, read_source
+from packer.source.base import ItemReader, SourceItem
+from packer.source.sourcefile import UnpackableFile
 from packer.store.durable import atomic_write_bytes, fsync_dir, sha256_file
 
 __all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardTask", "Task", "shard_of", "write_segment",
@@ -37,11 +38,12 @@ Notify = Callable[[str, str], None]
 
 @dataclass(frozen=True)
 class ShardTask:
-    """Everything needed to pack shard ``index``: source items, options, where to write."""
+    """Everything needed to pack shard ``index``: source items and their reader, options, where
+    to write."""
 
     index: int
     name: str
-    src: str
+    reader: ItemReader  # picklable; opens the source lazily in the worker
     dst: str
     staging: str
     backend: str
@@ -50,12 +52,11 @@ class ShardTask:
     max_pixels: int
     strict: bool
     planned_bytes: int
-    items: tuple[tuple[str, int, int, int], ...]  # (relpath, label, size, mtime_ns)
+    items: tuple[SourceItem, ...]
     fingerprint: str
     inputs: str  # label-free identity of the items (recorded in the manifest for `update`)
     options: dict[str, object]  # the recorded options, for the shard's content digest
-    metadata: tuple[str, ...] = ()  # a list source's other columns per item (JSON), else empty
-    listed: bool = False  # the source is a list file: a listed file that is missing is skipped
+    metadata: tuple[str, ...] = ()  # the source's other fields per item (JSON), else empty
     crashed: dict[str, str] = field(default_factory=dict)
 
     def run(self, notify: Notify) -> ShardResult:
@@ -65,25 +66,6 @@ class ShardTask:
     def with_crash(self, relpath: str, detail: str) -> ShardTask:
         """The same task, with ``relpath`` known to crash the decoder: it is skipped."""
         return replace(self, crashed={**self.crashed, relpath: detail})
-
-
-def _read_bytes(task: ShardTask, relpath: str, size: int) -> bytes:
-    """Read one source file; UnpackableFile says why it cannot be packed."""
-    path = os.path.join(task.src, *relpath.split("/"))
-    try:
-        data = read_source(path)
-    except FileNotFoundError as err:
-        if task.listed:
-            raise UnpackableFile("missing", f"listed, but there is no such file under {task.src!r}") from None
-        raise SourceError(f"Source file {path!r} vanished during the conversion: restore it (or "
-                          "re-plan with --overwrite), then run the same command with --resume.") from err
-    except OSError as err:
-        raise SourceError(f"Reading {path!r} failed: {err}. Fix the storage, then run the same "
-                          "command with --resume.") from err
-    if size >= 0 and len(data) != size:
-        raise SourceError(f"Source file {path!r} changed during the conversion ({size} bytes when "
-                          f"scanned, {len(data)} now): convert again with --overwrite.")
-    return data
 
 
 @dataclass
@@ -106,11 +88,12 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
     packed = _Packed()
     codec = task.codec
     for position in range(start, stop):
-        relpath, label, size, mtime_ns = task.items[position]
+        item = task.items[position]
+        relpath, label, size, mtime_ns = item.relpath, item.label, item.size, item.mtime_ns
         notify("file", relpath)
         digest = b""
         try:
-            data = _read_bytes(task, relpath, size)
+            data = task.reader.read(item)
             digest = hashlib.sha256(data).digest()
             if relpath in task.crashed:  # read (its digest counts), but never decoded again
                 raise UnpackableFile("decode_error", task.crashed[relpath])
@@ -122,7 +105,7 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
             packed.relpaths.append(relpath)
             packed.targets.append(label)
             packed.sizes.append(len(payload))
-            packed.bytes_in += size
+            packed.bytes_in += len(data)
             # the SHA-256's first 8 bytes as a signed int64: samples/sources.npy
             packed.sources.append((size, mtime_ns, int.from_bytes(digest[:8], "big", signed=True)))
             packed.digests.append((relpath, digest.hex()))
@@ -132,7 +115,7 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
             continue
         packed.digests.append((relpath, digest.hex()))
         if task.strict:
-            raise BadImageError(f"{os.path.join(task.src, relpath)!r} cannot be packed: "
+            raise BadImageError(f"{task.reader.where(relpath)!r} cannot be packed: "
                                 f"{bad.reason} ({bad.detail}). Fix or remove the file, or "
                                 "convert without --strict to skip and list it.",
                                 path=relpath, reason=bad.reason)

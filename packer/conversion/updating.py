@@ -40,6 +40,7 @@ from packer.errors import NotADatasetError, OutputError
 from packer.format.backends import get_backend
 from packer.format.manifest import Manifest
 from packer.format.sample_index import SampleIndex
+from packer.source.registry import open_source
 
 __all__ = ["UpdateResult", "update"]
 
@@ -163,15 +164,15 @@ def _plan(src: str | os.PathLike[str], destination: Destination, current: Manife
         options = ConversionOptions.from_recorded(recorded, strict=strict, is_valid_file=is_valid_file)
     except ValueError as err:
         raise OutputError(f"Cannot update {destination.path!r}: {err}.") from err
-    src_path = os.path.abspath(os.fspath(src))
-    return plan_source(src_path, destination, DestinationState.COMPLETE, options, num_tasks=None)
+    source = open_source(src, options.source_options)
+    return plan_source(source, destination, DestinationState.COMPLETE, options, num_tasks=None)
 
 
 def _estimate(task: ShardTask) -> int:
     """About the bytes the shard of ``task`` will take on disk (the backend's arithmetic)."""
     if not task.codec.keeps_source_bytes:
         return task.planned_bytes
-    estimate = get_backend(task.backend).estimate_shard_bytes([max(size, 0) for _, _, size, _ in task.items])
+    estimate = get_backend(task.backend).estimate_shard_bytes([max(item.size, 0) for item in task.items])
     return task.planned_bytes if estimate is None else estimate
 
 

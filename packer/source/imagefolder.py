@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Final
 
 from packer.errors import EmptySourceError, SourceNotFoundError
+from packer.source.base import ScanReport, SourceIndex, SourceItem
 
 __all__ = [
     "IMG_EXTENSIONS",
@@ -40,50 +40,8 @@ IMG_EXTENSIONS: Final[tuple[str, ...]] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class SourceItem:
-    """One image file found in the tree; nothing has been read from it yet.
-
-    ``relpath`` is the POSIX path relative to the root (``"cat/sub/0001.jpg"``); ``size`` and
-    ``mtime_ns`` are those of the file a symlink points to, or -1 when it cannot be stat'ed.
-    ``(relpath, size, mtime_ns)`` is the file's identity: ``resume`` redoes a shard when it changes.
-    """
-
-    relpath: str
-    label: int
-    size: int
-    mtime_ns: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class ScanReport:
-    """What the scan saw but did not turn into samples, so that nothing goes unmentioned."""
-
-    ignored_hidden: tuple[str, ...] = ()
-    cut_symlink_loops: tuple[str, ...] = ()
-    unreadable_dirs: tuple[str, ...] = ()
-    other_files: int = 0
-    root_files: int = 0
-
-
-@dataclass(frozen=True)
-class FolderIndex:
-    """Result of scanning an ImageFolder tree; the same tree always gives the same index."""
-
-    root: str
-    classes: tuple[str, ...]
-    items: tuple[SourceItem, ...]
-    report: ScanReport
-    include_hidden: bool = False
-
-    @property
-    def class_to_idx(self) -> dict[str, int]:
-        """Class name to label, as torchvision's ``ImageFolder.class_to_idx``."""
-        return {name: i for i, name in enumerate(self.classes)}
-
-    def path_of(self, item: SourceItem) -> str:
-        """Absolute path of ``item`` on this machine."""
-        return os.path.join(self.root, *item.relpath.split("/"))
+#: The index a scan gives (the name this module had for it before sources had kinds).
+FolderIndex = SourceIndex
 
 
 def _is_hidden(name: str) -> bool:

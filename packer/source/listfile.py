@@ -23,6 +23,10 @@ Bad input is an error that names the file, the line and what is wrong, before an
 written. A path listed twice is an error too (which line repeats which): one file, one sample.
 A listed file that does not exist is not an error here: it is skipped as ``missing`` when the
 conversion reaches it, and listed with that reason, like a broken image.
+
+The root may be an archive (``--root ILSVRC2012_img_val.tar``; ``.tar``, ``.tar.gz``, ``.tgz``,
+``.zip``): listed paths are then member paths, read from the archive without extracting it
+(:class:`packer.source.archive.ArchiveMembers`); a path the archive lacks is ``missing``.
 """
 
 from __future__ import annotations
@@ -34,12 +38,13 @@ import posixpath
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from packer.errors import SourceError, SourceNotFoundError
-from packer.source.imagefolder import FolderIndex, ScanReport, SourceItem
+from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem
 
-__all__ = ["LABEL_COLUMNS", "LIST_FORMATS", "PATH_COLUMNS", "ListSource", "list_format", "scan_listfile"]
+__all__ = ["LABEL_COLUMNS", "LIST_FORMATS", "PATH_COLUMNS", "ListFileSource", "ListSource", "list_format",
+           "scan_listfile"]
 
 #: Column names tried, in order, for the image path and the label.
 PATH_COLUMNS: Final = ("path", "file_name", "filename", "file", "image")
@@ -61,11 +66,13 @@ class ListSource:
     format: str
     path_column: str
     label_column: str
-    index: FolderIndex
+    index: SourceIndex
     metadata_columns: tuple[str, ...]
     metadata: tuple[str, ...]
     labels_are_numbers: bool
     classes_file: str | None
+    #: The root's archive index when the root is an archive (``ArchiveMembers``), else None.
+    archive: Any = None
 
 
 def list_format(path: str) -> str:
@@ -200,6 +207,7 @@ def scan_listfile(listfile: str | os.PathLike[str], *, root: str | os.PathLike[s
     """Read the list ``listfile`` (paths relative to ``root``, default: the list's directory).
 
     Nothing is opened but the list (and ``classes_file``); each listed file is only stat'ed.
+    A root that is an archive file has its member headers read instead (see the module docstring).
 
     Raises:
         SourceNotFoundError: the list, the root or the classes file cannot be read.
@@ -210,9 +218,14 @@ def scan_listfile(listfile: str | os.PathLike[str], *, root: str | os.PathLike[s
     if not os.path.isfile(path):
         raise SourceNotFoundError(f"List file {path!r} does not exist or is not a file.")
     top = os.path.abspath(os.fspath(root)) if root is not None else os.path.dirname(path)
-    if not os.path.isdir(top):
-        raise SourceNotFoundError(f"The root {top!r} of list {path!r} is not a directory: give "
-                                  "--root, the folder the listed paths are relative to.")
+    archive = None
+    if root is not None and _is_archive(top):
+        from packer.source.archive import ArchiveMembers
+        archive = ArchiveMembers(top)
+    elif not os.path.isdir(top):
+        raise SourceNotFoundError(f"The root {top!r} of list {path!r} is not a directory or an archive: "
+                                  "give --root, the folder (or .tar, .tar.gz, .zip) the listed paths "
+                                  "are relative to.")
     fmt = list_format(path)
     try:
         path_key, label_key, rows = _rows(path, fmt, path_column, label_column)
@@ -232,6 +245,9 @@ def scan_listfile(listfile: str | os.PathLike[str], *, root: str | os.PathLike[s
             raise _fail(path, number, f"{relpath!r} is listed again (first on line {seen[relpath]}): "
                                       "list each file once")
         seen[relpath] = number
+        if archive is not None:
+            items.append(archive.item(relpath, target))
+            continue
         try:
             status = os.stat(os.path.join(top, *relpath.split("/")))
             size, mtime = status.st_size, status.st_mtime_ns
@@ -240,6 +256,71 @@ def scan_listfile(listfile: str | os.PathLike[str], *, root: str | os.PathLike[s
         items.append(SourceItem(relpath, target, size, mtime))
     metadata_columns = tuple(dict.fromkeys(k for _, _, _, other in rows for k in other))
     metadata = tuple(json.dumps(other, sort_keys=True, ensure_ascii=False) for _, _, _, other in rows)
-    index = FolderIndex(top, classes, tuple(items), ScanReport())
+    report = ScanReport(notes=archive.notes) if archive is not None else ScanReport()
+    index = SourceIndex(top, classes, tuple(items), report, metadata=metadata,
+                        metadata_columns=metadata_columns)
     return ListSource(path, fmt, path_key, label_key, index, metadata_columns, metadata, numbers,
-                      classes_path)
+                      classes_path, archive)
+
+
+def _is_archive(path: str) -> bool:
+    from packer.source.archive import is_archive_file
+    return is_archive_file(path)
+
+
+class ListFileSource(Source):
+    """A list file of image paths and labels (see the module docstring), files under ``--root``."""
+
+    kind: ClassVar[str] = "list"
+    takes: ClassVar[frozenset[str]] = frozenset({"root", "path_column", "label_column", "classes_file",
+                                                  "include_hidden"})  # include_hidden: ignored, as ever
+
+    def __init__(self, location: str, options: Any) -> None:
+        if options.is_valid_file is not None:
+            raise ValueError("is_valid_file filters a folder tree; a list source packs what it lists "
+                             "(filter the list instead)")
+        super().__init__(location, options)
+        self.listed: ListSource | None = None
+
+    def scan(self) -> SourceIndex:
+        """:func:`scan_listfile` with this source's options."""
+        return self._scanned().index
+
+    def reader(self) -> ItemReader:
+        """Reads the listed files under the root (or members of the root archive); a listed file
+        that is not there is ``missing``."""
+        listed = self._scanned()
+        if listed.archive is not None:
+            return listed.archive.reader()  # type: ignore[no-any-return]
+        from packer.source.tree import FileReader
+        return FileReader(listed.index.root, listed=True)
+
+    def _scanned(self) -> ListSource:
+        if self.listed is None:
+            options = self.options
+            self.listed = scan_listfile(self.location, root=options.root, path_column=options.path_column,
+                                        label_column=options.label_column,
+                                        classes_file=options.classes_file)
+        return self.listed
+
+    def describe(self) -> str:
+        """A list file, and its format."""
+        return f"a list file ({list_format(self.location)})"
+
+    def close(self) -> None:
+        """Delete the decompressed spool of a ``.tar.gz`` root, if this node made one."""
+        if self.listed is not None and self.listed.archive is not None:
+            self.listed.archive.close()
+
+    def inside(self) -> str:
+        """The root the listed paths lie under."""
+        return self.options.root or os.path.dirname(self.location)
+
+    def manifest_extra(self) -> dict[str, Any]:
+        """What the manifest records of the list (``extra.list``)."""
+        listed = self._scanned()
+        return {"list": {"list": listed.listfile, "format": listed.format, "root": listed.index.root,
+                "path_column": listed.path_column, "label_column": listed.label_column,
+                "classes_file": listed.classes_file,
+                "labels": "numbers" if listed.labels_are_numbers else "names",
+                "metadata_columns": list(listed.metadata_columns)}}

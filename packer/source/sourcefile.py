@@ -12,6 +12,10 @@ The reason codes are part of the manifest format (``skipped[].reason``):
 ``decompression_bomb`` width x height is over the pixel limit (``max_pixels``)
 ``decode_error``      any other failure to decode the image
 ``missing``           a list file names it, but there is no such file under the root
+``corrupt_member``    an archive member whose stored bytes fail the archive's own check (a zip
+                      CRC, a compressed stream that does not decompress)
+``missing_label``     a WebDataset sample or table row without a usable label
+``missing_image``     a WebDataset sample (or row) without an image
 ===================== =======================================================================
 """
 
@@ -27,6 +31,7 @@ __all__ = ["SKIP_REASONS", "UnpackableFile", "read_source"]
 SKIP_REASONS: Final[tuple[str, ...]] = (
     "empty_file", "broken_symlink", "permission_denied", "not_a_regular_file",
     "not_an_image", "truncated", "decompression_bomb", "decode_error", "missing",
+    "corrupt_member", "missing_label", "missing_image",
 )
 
 

@@ -46,6 +46,11 @@ def dataset_info(root: str | os.PathLike[str], *,
         "created_by": manifest.created_by,
         "created_at": manifest.created_at,
         "source": manifest.source,
+        # the kind of source and what it was read with (absent from datasets before packer 0.3)
+        "source_kind": dict(manifest.extra.get("source") or {}).get("kind"),
+        "source_params": dict(dict(manifest.extra.get("source") or {}).get("params") or {}),
+        "source_notes": list(dict(dict(manifest.extra.get("source") or {}).get("report") or {})
+                             .get("notes") or []),
         "backend": manifest.backend,
         "codec": manifest.codec,
         "codec_params": manifest.codec_params,

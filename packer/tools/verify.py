@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from packer.errors import PackerError, ShardError, SourceNotFoundError
+from packer.errors import PackerError, ShardError
 from packer.format.backends import get_backend
 from packer.format.codecs import Codec, get_codec
 from packer.format.manifest import MANIFEST_NAME, FileEntry, Manifest, ShardEntry
@@ -41,7 +41,7 @@ from packer.format.sample_index import INDEX_FILES, SampleIndex
 from packer.source.imagecheck import UndecodableImage, decoder_failures
 from packer.store import is_url
 from packer.store.durable import sha256_file
-from packer.tools.against import compare_with_source, keeps_source_bytes, safe_relpath, source_root
+from packer.tools.against import SourceComparison, keeps_source_bytes, safe_relpath
 from packer.tools.findings import MAX_LISTED, Findings, Problem, VerifyReport
 from packer.tools.publish import pull_dataset
 
@@ -164,7 +164,8 @@ def verify_dataset(
         root: The DST of a finished ``packer convert``, or a URL it was pushed to (every file
             is downloaded and checked: what the store holds, not what a cache has).
         deep: Also open every shard, count its records, decode every sample, check labels.
-        against: The source tree; compare every stored sample with its file byte for byte.
+        against: The source (any kind: a tree, list file, archive, ...); compare every stored
+            sample with its source item byte for byte.
         progress: Show tqdm bars on stderr when it is a terminal.
         storage_options: For a URL: credentials and client options (:mod:`packer.store`).
 
@@ -174,7 +175,7 @@ def verify_dataset(
     Raises:
         NotADatasetError, IncompleteDatasetError, ManifestError: ``root`` has no readable
             manifest (an interrupted conversion is one); see :meth:`Manifest.load`.
-        SourceNotFoundError: ``against`` is not a directory.
+        SourceNotFoundError, SourceError: ``against`` cannot be opened as a source.
     """
     if is_url(root):  # the store's own bytes, not a cache's: download them all, check locally
         with tempfile.TemporaryDirectory(prefix="packer-verify-") as mirror:
@@ -183,10 +184,7 @@ def verify_dataset(
             return replace(report, root=os.fspath(root).rstrip("/"))
     top = os.path.abspath(os.fspath(root))
     manifest = Manifest.load(top)
-    src = None if against is None else source_root(os.path.abspath(os.fspath(against)), manifest)
-    if src is not None and not os.path.isdir(src):
-        raise SourceNotFoundError(f"Source {src!r} is not a directory: give the SRC the dataset "
-                                  "was converted from.")
+    src = None if against is None else SourceComparison(os.path.abspath(os.fspath(against)), manifest)
     found = Findings()
     ranges_ok = _check_manifest(manifest, found)
     intact: set[str] = set()
@@ -235,7 +233,7 @@ def verify_dataset(
 
 
 def _read_samples(root: str, manifest: Manifest, intact: set[str], index: SampleIndex | None,
-                  codec: Codec | None, src: str | None, found: Findings, counts: Counter[str],
+                  codec: Codec | None, src: SourceComparison | None, found: Findings, counts: Counter[str],
                   bar: tqdm[Any]) -> None:
     """Read every sample of every intact shard once: decode it and/or compare it with SRC."""
     try:
@@ -275,7 +273,7 @@ def _read_samples(root: str, manifest: Manifest, intact: set[str], index: Sample
                             found.add(name, "decode_error", f"sample {number} ({name}, "
                                       f"{shard.path} record {j}) does not decode: {err}")
                         counts["checked"] += 1
-                    if src is not None and compare_with_source(src, name, payload, found):
+                    if src is not None and src.compare(name, payload, found):
                         counts["compared"] += 1
                 done += len(local)
                 bar.update(len(local))

@@ -86,6 +86,7 @@ def format_plan(plan: ConversionPlan) -> str:
         (f"Dry run: {plan.src} -> {plan.backend}, codec {plan.codec}: {plan.num_images} images in "
          f"{len(plan.classes)} classes, {format_size(plan.source_bytes)} of source; output {estimate} "
          f"in {len(plan.shards)} shard(s) of about {format_size(plan.shard_size)}"),
+        f"source: {plan.source_description} (--source-format {plan.source_kind})",
         "classes (index, name, images):",
     ]
     width = min(max((len(name) for name in plan.classes), default=0), 40)
@@ -102,6 +103,7 @@ def format_plan(plan: ConversionPlan) -> str:
             report.ignored_hidden)
     _listed(lines, "directory symlink loops not followed again", report.cut_symlink_loops)
     _listed(lines, "unreadable directories (their files cannot be found)", report.unreadable_dirs)
+    _listed(lines, "noted while scanning", report.notes)
     lines.append(f"not packed: {report.other_files} file(s) without an image name, "
                  f"{report.root_files} file(s) at the root (outside any class)")
     if plan.unknown_sizes:

@@ -39,13 +39,23 @@ def _version_lines(info: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _source_kind(info: dict[str, Any]) -> str:
+    """`` (archive; label_field=json:label)``: the kind of source and its options, when recorded."""
+    kind = info.get("source_kind")
+    if not kind:
+        return ""
+    params = "; ".join(f"{k}={v}" for k, v in sorted((info.get("source_params") or {}).items()))
+    return f" ({kind}" + (f"; {params}" if params else "") + ")"
+
+
 def format_info(info: dict[str, Any]) -> str:
     """Render :func:`dataset_info` for people."""
     lines = [
         f"{info['path']}",
         f"  backend {info['backend']}, codec {info['codec']}, check {info['check']}, "
         f"format v{info['format_version']}, {info['created_by']} at {info['created_at']}",
-        f"  source  {info['source']}",
+        f"  source  {info['source']}" + _source_kind(info),
+        *[f"  source note: {note}" for note in info.get("source_notes") or ()],
         *_list_lines(info.get("list")),
         *_version_lines(info),
         f"  samples {info['num_samples']} in {info['num_classes']} classes, "

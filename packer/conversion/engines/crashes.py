@@ -77,7 +77,7 @@ def pin_crashes(task: Task, before: tuple[str, int] | None) -> Task:
               "this file)")
     shard = shard_of(task)
     if shard.strict:
-        raise BadImageError(f"{os.path.join(shard.src, relpath)!r} cannot be packed: decode_error "
+        raise BadImageError(f"{shard.reader.where(relpath)!r} cannot be packed: decode_error "
                             f"({detail}). Fix or remove the file, or convert without --strict to "
                             "skip and list it.", path=relpath, reason="decode_error")
     return task.with_crash(relpath, detail)

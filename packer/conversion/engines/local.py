@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
-import os
 import signal
 import sys
 import threading
@@ -224,7 +223,7 @@ class _Pool:
                                   f"packing {where}; run the same command with --resume.")
         detail = f"the decoder crashed the worker process ({_signal_name(code)})"
         if shard.strict:
-            raise BadImageError(f"{os.path.join(shard.src, current)!r} cannot be packed: "
+            raise BadImageError(f"{shard.reader.where(current)!r} cannot be packed: "
                                 f"decode_error ({detail}). Fix or remove the file, or convert "
                                 "without --strict to skip and list it.",
                                 path=current, reason="decode_error")

@@ -1,0 +1,240 @@
+"""The source protocol: what a kind of input says about its items, and how one is read.
+
+A :class:`Source` (a folder tree, a list file, an archive, WebDataset shards, Parquet tables)
+scans into a :class:`SourceIndex`: the classes, the items in sample order and a report of what
+was seen but not taken. An item (:class:`SourceItem`) has a key (``relpath``, unique, the
+sample's path in the dataset), a label, an identity that ``resume`` and ``update`` compare
+(``size`` and ``mtime_ns``: a file's or an archive member's as the archive records them; a
+Parquet row's size and a digest of its bytes) and a locator that only its reader understands.
+An :class:`ItemReader` reads one item's bytes; it pickles small (a path and a few numbers) and
+opens files lazily in the process that reads, so shard tasks carry it to any worker or machine.
+Planning, change detection and the engines see only items, identities and readers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from PIL import Image
+
+from packer.errors import SourceError
+from packer.source.imagecheck import UndecodableImage, decoder_failures, pixel_limit_lifted
+
+__all__ = ["ItemReader", "ScanReport", "Source", "SourceIndex", "SourceItem", "SourceOptions",
+           "header_dimensions"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceItem:
+    """One image of the source; nothing has been read from it yet.
+
+    ``relpath`` is the sample's key, a POSIX path (``"cat/sub/0001.jpg"``); ``size`` and
+    ``mtime_ns`` are its identity (-1 when unknown): ``resume`` and ``update`` redo a shard when
+    they change. ``locator`` says where its reader finds the bytes (empty for a file under the
+    source's root; a byte offset in an archive; a file and row of a table).
+    """
+
+    relpath: str
+    label: int
+    size: int
+    mtime_ns: int = -1
+    locator: tuple[int, ...] = ()
+
+    @property
+    def identity(self) -> tuple[str, int, int]:
+        """What ``update`` compares, label-free: key, size and modification time (or digest)."""
+        return self.relpath, self.size, self.mtime_ns
+
+
+@dataclass(frozen=True, slots=True)
+class ScanReport:
+    """What the scan saw but did not turn into samples, so that nothing goes unmentioned."""
+
+    ignored_hidden: tuple[str, ...] = ()
+    cut_symlink_loops: tuple[str, ...] = ()
+    unreadable_dirs: tuple[str, ...] = ()
+    other_files: int = 0
+    root_files: int = 0
+    #: What else a kind of source saw, one sentence each (an archive that ends early, members
+    #: that are neither images nor labels); recorded in the manifest's ``extra.source.report``.
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceIndex:
+    """Result of scanning a source; the same source always gives the same index.
+
+    ``root`` is where the items' relative paths point (a tree's root; a list's ``--root``; an
+    archive's path); ``metadata`` holds, per item, other fields kept for each sample (a JSON
+    object as text, named by ``metadata_columns``), or is empty.
+    """
+
+    root: str
+    classes: tuple[str, ...]
+    items: tuple[SourceItem, ...]
+    report: ScanReport
+    include_hidden: bool = False
+    metadata: tuple[str, ...] = ()
+    metadata_columns: tuple[str, ...] = ()
+
+    @property
+    def class_to_idx(self) -> dict[str, int]:
+        """Class name to label, as torchvision's ``ImageFolder.class_to_idx``."""
+        return {name: i for i, name in enumerate(self.classes)}
+
+    def path_of(self, item: SourceItem) -> str:
+        """Path of ``item`` joined to the root (a real file only for folder sources)."""
+        return os.path.join(self.root, *item.relpath.split("/"))
+
+
+class ItemReader(ABC):
+    """Reads items of one source; picklable, opening nothing until the first read."""
+
+    @abstractmethod
+    def read(self, item: SourceItem) -> bytes:
+        """The item's encoded bytes.
+
+        Raises:
+            UnpackableFile: it cannot be packed (the reason is one of ``SKIP_REASONS``).
+            SourceError: the source changed or failed under the conversion (an I/O error);
+                the message says how to go on.
+        """
+
+    @abstractmethod
+    def where(self, relpath: str) -> str:
+        """Where the item ``relpath`` lies, for messages (a path, ``archive.tar:cat/1.jpg``)."""
+
+    def dimensions(self, item: SourceItem) -> tuple[int, int] | None:
+        """Width and height from the item's header (nothing decoded), or None if unreadable;
+        planning codecs that re-encode uses it."""
+        try:
+            data = self.read(item)
+        except (OSError, SourceError, ValueError):
+            return None
+        return header_dimensions(data)
+
+    def digest(self, item: SourceItem) -> str:
+        """SHA-256 (hex) of the item's bytes, ``""`` when it cannot be read (``update --checksum``)."""
+        try:
+            return hashlib.sha256(self.read(item)).hexdigest()
+        except (OSError, SourceError, ValueError):
+            return ""
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The options that say how to read SRC (none of them changes how images are stored).
+
+    Each kind of source takes some of them (:attr:`Source.takes`); giving one the chosen kind
+    does not take is an error that names the flag.
+    """
+
+    format: str | None = None  # the kind of source; None: detect it
+    include_hidden: bool = False
+    allow_empty: bool = False
+    is_valid_file: Any = field(default=None, compare=False)  # Callable[[str], bool] | None
+    root: str | None = None
+    path_column: str | None = None
+    label_column: str | None = None
+    classes_file: str | None = None
+    label_field: str | None = None
+    image_column: str | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The options set to something other than their default, by name."""
+        defaults = SourceOptions()
+        return {name: getattr(self, name) for name in _OPTION_FLAGS
+                if getattr(self, name) != getattr(defaults, name)}
+
+
+#: Each source option's command-line flag, for messages.
+_OPTION_FLAGS: Mapping[str, str] = {
+    "include_hidden": "--include-hidden", "allow_empty": "--allow-empty",
+    "is_valid_file": "is_valid_file", "root": "--root", "path_column": "--path-column",
+    "label_column": "--label-column", "classes_file": "--classes", "label_field": "--label-field",
+    "image_column": "--image-column",
+}
+
+#: Which kinds take each option, for messages.
+_OPTION_KINDS: Mapping[str, str] = {
+    "include_hidden": "tree or archive", "is_valid_file": "tree", "root": "list file",
+    "path_column": "list file", "label_column": "list file or Parquet", "classes_file": "list file",
+    "label_field": "WebDataset", "image_column": "Parquet",
+}
+
+#: Options every kind accepts: a class without samples is refused unless ``allow_empty``.
+_EVERY_KIND_TAKES = frozenset({"allow_empty"})
+
+
+class Source(ABC):
+    """One kind of input, registered by name in :data:`packer.source.registry.SOURCES`.
+
+    Subclasses set :attr:`kind` and :attr:`takes` (the :class:`SourceOptions` they use), say
+    and scan and read it.
+    """
+
+    kind: ClassVar[str]
+    #: The options of :class:`SourceOptions` this kind uses.
+    takes: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, location: str, options: SourceOptions) -> None:
+        unused = [name for name in options.given() if name not in self.takes | _EVERY_KIND_TAKES]
+        if unused:
+            flags = ", ".join(_OPTION_FLAGS[name] for name in unused)
+            kinds = " or ".join(dict.fromkeys(_OPTION_KINDS[name] for name in unused))
+            raise SourceError(f"{flags} apply to a {kinds} source, but {location!r} is a {self.kind} "
+                              "source: give that kind of source as SRC (or name its kind with "
+                              "--source-format), or drop the option(s).")
+        self.location = location
+        self.options = options
+
+    @abstractmethod
+    def scan(self) -> SourceIndex:
+        """Index the items without reading images.
+
+        Raises:
+            SourceError: the source cannot be used; the message names the file and the fix.
+        """
+
+    @abstractmethod
+    def reader(self) -> ItemReader:
+        """A picklable reader of this source's items (call after :meth:`scan`)."""
+
+    def inside(self) -> str:
+        """The path DST must neither lie in nor hold (a tree's root, a list's root, an archive)."""
+        return self.location
+
+    def describe(self) -> str:
+        """What the source is, for people (``an ImageFolder tree``, ``a tar of 1000 tars``)."""
+        return f"a {self.kind} source"
+
+    def scan_filter(self) -> str:
+        """How items were recognised, for the manifest's ``scan.filter``: the kind's name, or
+        ``"extensions"`` / ``"is_valid_file"`` where image names were filtered so."""
+        return self.kind
+
+    def manifest_extra(self) -> dict[str, Any]:
+        """Entries the manifest's ``extra`` gains for this kind (a list file's ``list``)."""
+        return {}
+
+    def params(self) -> dict[str, Any]:
+        """What the manifest records of the source (``extra.source.params``)."""
+        return {k: v for k, v in self.options.given().items() if k != "is_valid_file"}
+
+
+def header_dimensions(data: bytes) -> tuple[int, int] | None:
+    """Width and height from encoded image bytes (nothing decoded), or None if unreadable."""
+    with pixel_limit_lifted(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            with decoder_failures(), Image.open(io.BytesIO(data)) as image:
+                return int(image.size[0]), int(image.size[1])
+        except UndecodableImage:  # conversion reports the file properly later
+            return None

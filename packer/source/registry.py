@@ -1,0 +1,118 @@
+"""Which kind of source SRC is: the registry of kinds and their detection.
+
+Detection looks at the path alone (a stat, a suffix, for a ``.tar`` its first members), in this
+order: a brace pattern or glob of ``.tar`` shards is WebDataset, of ``.parquet`` files Parquet;
+a ``.parquet`` file, or a folder holding only ``.parquet`` files, is Parquet; a ``.tar`` whose
+members are grouped by key (``key.jpg``, ``key.cls``) is a WebDataset shard, and a folder holding
+only ``.tar`` shards a WebDataset set; any other ``.tar``, ``.tar.gz``, ``.tgz`` or ``.zip`` is an
+archive of a tree (or of per-class archives); any other file is a list file; a folder is an
+ImageFolder tree. ``format=`` (``--source-format``) names the kind where detection could guess wrong.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from typing import Final
+
+from packer.errors import SourceNotFoundError
+from packer.registry import Registry
+from packer.source.base import Source, SourceOptions
+
+__all__ = ["ARCHIVE_SUFFIXES", "SOURCES", "detect_kind", "expand_pattern", "open_source"]
+
+#: Every kind of source, by the name ``--source-format`` takes.
+SOURCES: Registry[type[Source]] = Registry("source format", {
+    "tree": "packer.source.tree:TreeSource",
+    "list": "packer.source.listfile:ListFileSource",
+}, hint="Name one with --source-format, or leave it out to detect it.")
+
+#: File names an archive of a tree may have.
+ARCHIVE_SUFFIXES: Final = (".tar", ".tar.gz", ".tgz", ".zip")
+_BRACES = re.compile(r"\{(\d+)\.\.(\d+)\}")
+
+
+def expand_pattern(pattern: str) -> list[str]:
+    """The paths a brace pattern (``train-{000000..000146}.tar``, ranges keep their zero
+    padding) or a glob (``*.parquet``) names, in order; ``[pattern]`` for a plain path."""
+    match = _BRACES.search(pattern)
+    if match is not None:
+        first, last = match.group(1), match.group(2)
+        width = len(first) if first.startswith("0") else 0
+        return [path for number in range(int(first), int(last) + 1)
+                for path in expand_pattern(pattern[:match.start()] + str(number).zfill(width)
+                                           + pattern[match.end():])]
+    if glob.has_magic(pattern):
+        return sorted(glob.glob(pattern))
+    return [pattern]
+
+
+def _is_pattern(location: str) -> bool:
+    return bool(_BRACES.search(location)) or glob.has_magic(location)
+
+
+def _only_files_ending(folder: str, suffix: str) -> bool:
+    with os.scandir(folder) as entries:
+        names = [e.name for e in entries if not e.name.startswith(".")]
+    return bool(names) and all(n.endswith(suffix) and os.path.isfile(os.path.join(folder, n))
+                               for n in names)
+
+
+def detect_kind(location: str) -> str:
+    """The kind of source at ``location`` (see the module docstring).
+
+    Raises:
+        SourceNotFoundError: nothing is there (a pattern that names no file).
+    """
+    lowered = location.lower()
+    if _is_pattern(location) and not os.path.exists(location):
+        if not expand_pattern(location) or not all(os.path.isfile(p) for p in expand_pattern(location)):
+            missing = [p for p in expand_pattern(location) if not os.path.isfile(p)]
+            what = f"names {missing[0]!r}, which does not exist" if missing else "matches no file"
+            raise SourceNotFoundError(f"Source pattern {location!r} {what}: check the pattern "
+                                      "(brace ranges such as train-{000000..000146}.tar, or a glob).")
+        return "parquet" if lowered.endswith(".parquet") else "webdataset"
+    if os.path.isdir(location):
+        if _only_files_ending(location, ".parquet"):
+            return "parquet"
+        if _only_files_ending(location, ".tar") and _webdataset_shard(
+                min(os.path.join(location, n) for n in os.listdir(location) if not n.startswith("."))):
+            return "webdataset"
+        return "tree"
+    if os.path.isfile(location):
+        if lowered.endswith(".parquet"):
+            return "parquet"
+        if lowered.endswith(".tar") and _webdataset_shard(location):
+            return "webdataset"
+        if lowered.endswith(ARCHIVE_SUFFIXES):
+            return "archive"
+        return "list"
+    what = "is not a file or folder" if os.path.lexists(location) else "does not exist"
+    raise SourceNotFoundError(f"Source {location!r} {what}: give an ImageFolder tree (root/<class>/<image>), "
+                              "a list file, an archive, WebDataset shards or Parquet files.")
+
+
+def _webdataset_shard(path: str) -> bool:
+    """Whether the tar at ``path`` holds WebDataset samples (members grouped by key)."""
+    if "webdataset" not in SOURCES:
+        return False
+    return bool(SOURCES.get("webdataset").looks_like_shard(path))  # type: ignore[attr-defined]
+
+
+def open_source(location: str | os.PathLike[str], options: SourceOptions | None = None) -> Source:
+    """The source at ``location``, of the kind ``options.format`` names or detection finds.
+
+    Raises:
+        SourceNotFoundError: nothing is there.
+        UnknownNameError: ``options.format`` is not a registered kind.
+        MissingExtraError: the kind needs an optional dependency (``pip install ...[parquet]``).
+        SourceError: an option the kind does not take.
+    """
+    options = options or SourceOptions()
+    path = os.path.abspath(os.fspath(location))  # a pattern too: ``update`` may run elsewhere
+    kind = options.format or detect_kind(path)
+    if options.format is None and kind == "tree" and not os.path.isdir(path):
+        raise SourceNotFoundError(f"Source {path!r} does not exist.")
+    return SOURCES.get(kind)(path, options)
+
