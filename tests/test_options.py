@@ -83,3 +83,18 @@ def test_cli_options_only_where_the_codec_takes_them(tmp_path: Path) -> None:
         assert result.exit_code == 2, result.output
         assert message in result.stderr
     assert not (tmp_path / "dst").exists()
+
+
+def test_the_option_list_is_written_once_in_the_dataclass(tmp_path: Path) -> None:
+    import inspect
+
+    fields = [f.name for f in dataclasses.fields(ConversionOptions) if f.init]
+    for function in (packer.convert, packer.convert_task, packer.plan_conversion):
+        shown = inspect.signature(function).parameters
+        assert all(name in shown and shown[name].kind is inspect.Parameter.KEYWORD_ONLY for name in fields)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) shardsize; the conversion "
+                                        r"options are .*shard_size"):
+        packer.convert(tmp_path / "src", tmp_path / "dst", to="lmdb", shardsize="1MB")
+    with pytest.raises(TypeError, match="options= or option keywords, not both"):
+        packer.plan_conversion(tmp_path, ConversionOptions(to="lmdb"), to="hdf5")
+    assert not (tmp_path / "dst").exists()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,9 +17,8 @@ from packer.conversion.engines.base import Engine
 from packer.conversion.execution import choose_engine, write_error, write_shards
 from packer.conversion.job import plan_job
 from packer.conversion.merging import unwritten_shards
-from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
+from packer.conversion.options import ConversionOptions, conversion_options, option_keywords
 from packer.conversion.plan import shard_name, shards_of_task
-from packer.format.codecs import DEFAULT_MAX_PIXELS
 
 __all__ = ["TaskResult", "convert_task", "run_conversion_task"]
 
@@ -43,33 +41,11 @@ class TaskResult:
     already_complete: bool = False
 
 
-def convert_task(
-    src: str | os.PathLike[str],
-    dst: str | os.PathLike[str],
-    *,
-    task_id: int,
-    num_tasks: int,
-    to: str,
-    shard_size: int | str = DEFAULT_SHARD_SIZE,
-    codec: str = "original",
-    codec_options: Mapping[str, Any] | None = None,
-    check: str = "full",
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    strict: bool = False,
-    workers: int | None = None,
-    engine: Engine | None = None,
-    include_hidden: bool = False,
-    allow_empty: bool = False,
-    is_valid_file: Callable[[str], bool] | None = None,
-    root: str | os.PathLike[str] | None = None,
-    path_column: str | None = None,
-    label_column: str | None = None,
-    classes_file: str | os.PathLike[str] | None = None,
-    source_format: str | None = None,
-    label_field: str | None = None,
-    image_column: str | None = None,
-    progress: bool = False,
-) -> TaskResult:
+@option_keywords
+def convert_task(src: str | os.PathLike[str], dst: str | os.PathLike[str],
+                 options: ConversionOptions | None = None, *, task_id: int, num_tasks: int,
+                 workers: int | None = None, engine: Engine | None = None, progress: bool = False,
+                 **option_values: Any) -> TaskResult:
     """Array task ``task_id`` of ``num_tasks``: write its share of the shards of ``dst``.
 
     Every task runs the same command with its own id (ids from 0); they may run at the same
@@ -77,23 +53,16 @@ def convert_task(
     numbered ``I, I + N, I + 2N, ...`` (:func:`packer.conversion.plan.shards_of_task`), keeps those an
     earlier attempt finished, and writes no manifest: run :func:`packer.merge` (``packer
     merge DST``) once all tasks are done. The result equals a single :func:`convert`'s.
-    Options are as for :func:`convert`; there is no ``overwrite`` (clear DST first) and
-    resuming is implicit.
+    Options (``options=`` or keywords) are as for :func:`convert`; there is no ``overwrite``
+    (clear DST first) and resuming is implicit.
 
     Raises:
         ValueError: ``task_id`` is not in ``0 .. num_tasks - 1``.
         ResumeError: DST holds another plan (other source, options or task count).
         PackerError: everything :func:`packer.convert` raises.
     """
-    options = ConversionOptions(to=to, shard_size=shard_size, codec=codec,
-                                codec_options=codec_options or {}, check=check, max_pixels=max_pixels,
-                                strict=strict, include_hidden=include_hidden, allow_empty=allow_empty,
-                                is_valid_file=is_valid_file, root=root,
-                                path_column=path_column, label_column=label_column,
-                                classes_file=classes_file, source_format=source_format,
-                                label_field=label_field, image_column=image_column)
-    return run_conversion_task(src, dst, options, task_id=task_id, num_tasks=num_tasks,
-                               workers=workers, engine=engine, progress=progress)
+    return run_conversion_task(src, dst, conversion_options(options, option_values), task_id=task_id,
+                               num_tasks=num_tasks, workers=workers, engine=engine, progress=progress)
 
 
 def run_conversion_task(src: str | os.PathLike[str], dst: str | os.PathLike[str],

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from packer.conversion.job import scan_source
-from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
+from packer.conversion.options import ConversionOptions, conversion_options, option_keywords
 from packer.conversion.plan import planned_item_sizes, shard_name
 from packer.conversion.sharding import plan_shards
 from packer.format.manifest import estimate_manifest_bytes
@@ -88,7 +87,8 @@ class ConversionPlan:
         """A JSON-ready summary (what ``--dry-run --json`` would print)."""
         report = self.report
         return {
-            "dry_run": True, "src": self.src, "source_kind": self.source_kind, "backend": self.backend, "codec": self.codec,
+            "dry_run": True, "src": self.src, "source_kind": self.source_kind, "backend": self.backend,
+            "codec": self.codec,
             "shard_size": self.shard_size, "num_images": self.num_images,
             "num_classes": len(self.classes), "classes": list(self.classes),
             "class_counts": dict(zip(self.classes, self.class_counts, strict=True)),
@@ -107,24 +107,9 @@ class ConversionPlan:
         }
 
 
-def plan_conversion(
-    src: str | os.PathLike[str],
-    *,
-    to: str,
-    shard_size: int | str = DEFAULT_SHARD_SIZE,
-    codec: str = "original",
-    codec_options: Mapping[str, Any] | None = None,
-    include_hidden: bool = False,
-    allow_empty: bool = False,
-    is_valid_file: Callable[[str], bool] | None = None,
-    root: str | os.PathLike[str] | None = None,
-    path_column: str | None = None,
-    label_column: str | None = None,
-    classes_file: str | os.PathLike[str] | None = None,
-    source_format: str | None = None,
-    label_field: str | None = None,
-    image_column: str | None = None,
-) -> ConversionPlan:
+@option_keywords
+def plan_conversion(src: str | os.PathLike[str], options: ConversionOptions | None = None,
+                    **option_values: Any) -> ConversionPlan:
     """Scan ``src`` and plan its conversion to backend ``to`` as :func:`convert` would; write nothing.
 
     Empty classes are reported, not raised; ``would_fail_empty`` says whether the real conversion
@@ -136,13 +121,7 @@ def plan_conversion(
         ValueError: ``shard_size`` is not a positive size.
         SourceError: SRC is missing or has no class folder.
     """
-    options = ConversionOptions(to=to, shard_size=shard_size, codec=codec,
-                                codec_options=codec_options or {}, include_hidden=include_hidden,
-                                allow_empty=allow_empty, is_valid_file=is_valid_file,
-                                root=root, path_column=path_column, label_column=label_column,
-                                classes_file=classes_file, source_format=source_format,
-                                label_field=label_field, image_column=image_column)
-    return dry_run(src, options)
+    return dry_run(src, conversion_options(options, option_values))
 
 
 def dry_run(src: str | os.PathLike[str], options: ConversionOptions) -> ConversionPlan:

@@ -8,17 +8,18 @@ never change the bytes written.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any, Final, TypeVar
 
 from packer.format.backends import Backend, get_backend
 from packer.format.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, Codec, get_codec
 from packer.sizes import parse_size
 from packer.source.base import SourceOptions
 
-__all__ = ["DEFAULT_SHARD_SIZE", "ConversionOptions"]
+__all__ = ["DEFAULT_SHARD_SIZE", "ConversionOptions", "conversion_options", "option_keywords"]
 
 #: Planned bytes per shard unless told otherwise (1 GiB).
 DEFAULT_SHARD_SIZE: Final = 1 << 30
@@ -191,3 +192,45 @@ class ConversionOptions:
                 "is_valid_file": self.is_valid_file, **self.list_options,
                 **{k: v for k, v in (("source_format", self.source_format), ("label_field", self.label_field),
                                      ("image_column", self.image_column)) if v is not None}}
+
+
+def conversion_options(options: ConversionOptions | None, values: Mapping[str, Any]) -> ConversionOptions:
+    """``options``, or the options the keywords ``values`` name (the fields of
+    :class:`ConversionOptions`); the one place the public functions build them.
+
+    Raises:
+        TypeError: both were given, or a keyword is not an option (the message lists them).
+    """
+    if options is not None:
+        if values:
+            raise TypeError(f"give options= or option keywords, not both (got {', '.join(sorted(values))})")
+        return options
+    known = {f.name for f in fields(ConversionOptions) if f.init}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; the conversion options "
+                        f"are {', '.join(sorted(known))}")
+    return ConversionOptions(**values)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def option_keywords(func: F) -> F:
+    """Show the fields of :class:`ConversionOptions` as ``func``'s keyword-only parameters (for
+    ``help()`` and ``inspect.signature``) in place of its ``**option_values``: the option list is
+    written once, in the dataclass."""
+    signature = inspect.signature(func)
+    params = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    taken = {p.name for p in params}
+    for option in fields(ConversionOptions):
+        if not option.init or option.name in taken:
+            continue
+        default: Any = option.default
+        if default is MISSING:
+            factory = option.default_factory
+            default = factory() if callable(factory) else inspect.Parameter.empty
+        params.append(inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=option.type))
+    func.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    return func

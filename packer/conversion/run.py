@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,10 +25,14 @@ from packer.conversion.engines.base import Engine
 from packer.conversion.execution import choose_engine, write_error, write_shards
 from packer.conversion.job import plan_job
 from packer.conversion.merging import build_manifest
-from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
+from packer.conversion.options import (
+    DEFAULT_SHARD_SIZE,
+    ConversionOptions,
+    conversion_options,
+    option_keywords,
+)
 from packer.conversion.resume import check_resumable
 from packer.errors import OutputError
-from packer.format.codecs import DEFAULT_MAX_PIXELS
 from packer.format.manifest import Manifest
 
 __all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "convert", "run_conversion"]
@@ -55,52 +58,25 @@ class ConversionResult:
         return self.manifest.num_samples / self.seconds if self.seconds > 0 else 0.0
 
 
-def convert(
-    src: str | os.PathLike[str],
-    dst: str | os.PathLike[str],
-    *,
-    to: str,
-    shard_size: int | str = DEFAULT_SHARD_SIZE,
-    codec: str = "original",
-    codec_options: Mapping[str, Any] | None = None,
-    check: str = "full",
-    max_pixels: int = DEFAULT_MAX_PIXELS,
-    strict: bool = False,
-    overwrite: bool = False,
-    resume: bool = False,
-    workers: int | None = None,
-    engine: Engine | None = None,
-    include_hidden: bool = False,
-    allow_empty: bool = False,
-    is_valid_file: Callable[[str], bool] | None = None,
-    root: str | os.PathLike[str] | None = None,
-    path_column: str | None = None,
-    label_column: str | None = None,
-    classes_file: str | os.PathLike[str] | None = None,
-    source_format: str | None = None,
-    label_field: str | None = None,
-    image_column: str | None = None,
-    progress: bool = False,
-) -> ConversionResult:
-    """Pack the ImageFolder tree (or list file) ``src`` into shards of backend ``to`` under ``dst``.
+@option_keywords
+def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str],
+            options: ConversionOptions | None = None, *, overwrite: bool = False, resume: bool = False,
+            workers: int | None = None, engine: Engine | None = None, progress: bool = False,
+            **option_values: Any) -> ConversionResult:
+    """Pack the source ``src`` into shards under ``dst``.
 
     Args:
-        src: Root of the tree, ``src/<class>/**/<image>``; a list file of images and labels
-            (plain text, CSV or JSON Lines; see :mod:`packer.source.listfile`); a tar or zip
-            archive of a tree; WebDataset shards; or Parquet image tables (``source_format``).
+        src: Root of an ImageFolder tree, ``src/<class>/**/<image>``; a list file of images and
+            labels (plain text, CSV or JSON Lines; see :mod:`packer.source.listfile`); a tar or
+            zip archive of a tree, or a tar of per-class tars; WebDataset shards; or Parquet image
+            tables. The kind is detected (:mod:`packer.source.registry`) or named by ``source_format``.
         dst: New or empty directory (or an earlier packer dataset, with ``overwrite``).
-        to: Backend name, ``"lmdb"`` or ``"hdf5"``.
-        shard_size: The shard size, as a number or text such as ``"512MB"``: shards hold a
-            quarter to twice it, about 0.8 of it on average (:mod:`packer.conversion.sharding`).
-        codec: How images are stored; ``"original"`` keeps the source bytes untouched,
-            ``"jpeg"`` re-encodes, ``"pixels"`` stores decoded RGB (see packer.format.codecs.reencode).
-        codec_options: The codec's options: ``{"quality": 90, "resize": 256}`` for ``jpeg``,
-            ``{"resize": 256}`` for ``pixels`` (short side in pixels; never enlarged).
-        check: ``"full"`` decodes every image once, ``"header"`` only opens it, ``"none"``
-            trusts the files.
-        max_pixels: Images with more pixels are skipped as ``decompression_bomb``.
-        strict: Stop at the first file that cannot be packed instead of skipping it (with
-            several workers, the first one any worker meets).
+        options: Every choice that decides the output, as one :class:`ConversionOptions`; or
+            give them as keywords instead (``to="lmdb"``, ``shard_size="512MB"``,
+            ``codec="jpeg"``, ``check``, ``max_pixels``, ``strict``, ``include_hidden``,
+            ``allow_empty``, ``is_valid_file``, ``root``, ``path_column``, ``label_column``,
+            ``classes_file``, ``source_format``, ``label_field``, ``image_column``: each one is
+            documented on :class:`ConversionOptions`). ``to`` is required.
         overwrite: Replace an existing packer dataset or interrupted conversion at ``dst``.
         resume: Finish an interrupted conversion of the same source with the same options,
             keeping its finished shards (array tasks' too); on a complete one, do nothing; on
@@ -109,21 +85,8 @@ def convert(
             process may use). The output is byte-identical whatever the number.
         engine: Where the shard tasks run instead (see :mod:`packer.conversion.engines`, and
             :mod:`packer.conversion.engines.dask_cluster` for Dask and Slurm/PBS); not with ``workers``.
-        include_hidden: Pack names starting with ``.`` too (ImageFolder does; packer does not).
-        allow_empty: Accept class folders without images, as ImageFolder's ``allow_empty``.
-        is_valid_file: Replaces the extension check; receives each file's full path.
-        root: When ``src`` is a list file (:mod:`packer.source.listfile`): the folder its
-            paths are relative to (default: the list's).
-        path_column: A CSV or JSON Lines list's image-path column (default: ``path``,
-            ``file_name``, ...).
-        label_column: Its label column (default: ``label``, ``class``, ...).
-        classes_file: Class names of integer labels, one per line (line ``i`` names label ``i``).
-        source_format: The kind of ``src``: ``tree``, ``list``, ``archive`` (a ``.tar``,
-            ``.tar.gz``, ``.zip`` of a tree or of per-class tars), ``webdataset`` (shards, a folder
-            or a brace pattern) or ``parquet``; None detects it (:mod:`packer.source.registry`).
-        label_field: WebDataset: the member holding the label (``cls``, ``txt``, ``json:label``).
-        image_column: Parquet: the image column (default: the first image-like column).
         progress: Show a tqdm bar on stderr when it is a terminal.
+        **option_values: The fields of :class:`ConversionOptions`, when ``options`` is not given.
 
     Raises:
         SourceError: SRC is missing, has no classes, has an empty class, or (``strict``) holds
@@ -135,16 +98,10 @@ def convert(
         ConversionError: a worker was killed (out of memory?) or failed;
             :class:`ConversionInterrupted` on Ctrl-C. Finished shards stay for ``resume``.
         UnknownNameError: ``to`` or ``codec`` is not registered.
+        TypeError: an unknown option keyword, or both ``options`` and keywords.
     """
-    options = ConversionOptions(to=to, shard_size=shard_size, codec=codec,
-                                codec_options=codec_options or {}, check=check, max_pixels=max_pixels,
-                                strict=strict, include_hidden=include_hidden, allow_empty=allow_empty,
-                                is_valid_file=is_valid_file, root=root,
-                                path_column=path_column, label_column=label_column,
-                                classes_file=classes_file, source_format=source_format,
-                                label_field=label_field, image_column=image_column)
-    return run_conversion(src, dst, options, overwrite=overwrite, resume=resume, workers=workers,
-                          engine=engine, progress=progress)
+    return run_conversion(src, dst, conversion_options(options, option_values), overwrite=overwrite,
+                          resume=resume, workers=workers, engine=engine, progress=progress)
 
 
 def run_conversion(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: ConversionOptions,
