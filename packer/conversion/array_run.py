@@ -15,7 +15,7 @@ from typing import Any
 
 from packer.conversion.engines.base import Engine
 from packer.conversion.execution import choose_engine, write_error, write_shards
-from packer.conversion.job import plan_job
+from packer.conversion.job import Job, plan_job
 from packer.conversion.merging import unwritten_shards
 from packer.conversion.options import ConversionOptions, conversion_options, option_keywords
 from packer.conversion.plan import shard_name, shards_of_task
@@ -75,6 +75,14 @@ def run_conversion_task(src: str | os.PathLike[str], dst: str | os.PathLike[str]
     if num_tasks < 1 or not 0 <= task_id < num_tasks:
         raise ValueError(f"task id must be from 0 to {num_tasks - 1} for {num_tasks} tasks, not {task_id}")
     job = plan_job(src, dst, options, overwrite=False, resume=True, num_tasks=num_tasks)
+    with job.source:  # what reading made on this machine (an archive's spool) goes at the end
+        return _write_task(job, chosen, task_id=task_id, num_tasks=num_tasks, progress=progress,
+                           started=started)
+
+
+def _write_task(job: Job, chosen: Engine, *, task_id: int, num_tasks: int, progress: bool,
+                started: float) -> TaskResult:
+    """Write this task's share of a planned job's shards (keeping those already finished)."""
     destination, plan = job.destination, job.plan
     if job.state == "complete":
         destination.ensure_complete(plan.fingerprint)  # or raise: a dataset of another plan

@@ -25,7 +25,7 @@ from packer.conversion.plan import planned_item_sizes, shard_name
 from packer.conversion.sharding import plan_shards
 from packer.format.manifest import estimate_manifest_bytes
 from packer.format.sample_index import estimate_index_bytes
-from packer.source.imagefolder import ScanReport
+from packer.source.base import ScanReport, Source, SourceIndex
 
 __all__ = ["ConversionPlan", "PlannedShard", "dry_run", "plan_conversion"]
 
@@ -129,12 +129,18 @@ def dry_run(src: str | os.PathLike[str], options: ConversionOptions) -> Conversi
 
     Only the options that shape the plan matter (not ``check``, ``max_pixels``, ``strict``).
     """
+    # Empty classes are reported, not refused (a list source has none to refuse).
+    source, index = scan_source(src, replace(options, allow_empty=True))
+    with source:
+        return _plan_of(source, index, options)
+
+
+def _plan_of(source: Source, index: SourceIndex, options: ConversionOptions) -> ConversionPlan:
+    """The dry run's plan of a scanned source."""
     backend, chosen_codec = options.backend, options.stored_as
     codec_name = chosen_codec.name
     planned_size = options.shard_bytes
     include_hidden, allow_empty = options.include_hidden, options.allow_empty
-    # Empty classes are reported, not refused (a list source has none to refuse).
-    source, index = scan_source(src, replace(options, allow_empty=True))
     items = index.items
     sizes = [max(item.size, 0) for item in items]
     counts = [0] * len(index.classes)

@@ -23,7 +23,7 @@ from typing import Any
 
 from packer.conversion.engines.base import Engine
 from packer.conversion.execution import choose_engine, write_error, write_shards
-from packer.conversion.job import plan_job
+from packer.conversion.job import Job, plan_job
 from packer.conversion.merging import build_manifest
 from packer.conversion.options import (
     DEFAULT_SHARD_SIZE,
@@ -114,6 +114,13 @@ def run_conversion(src: str | os.PathLike[str], dst: str | os.PathLike[str], opt
     started = time.perf_counter()
     chosen = choose_engine(engine, workers)
     job = plan_job(src, dst, options, overwrite=overwrite, resume=resume, num_tasks=None)
+    with job.source:  # what reading made on this machine (an archive's spool) goes at the end
+        return _write_job(job, chosen, resume=resume, progress=progress, started=started)
+
+
+def _write_job(job: Job, chosen: Engine, *, resume: bool, progress: bool, started: float) -> ConversionResult:
+    """Write the shards of a planned job (keeping those an interrupted run finished with
+    ``resume``), then its manifest."""
     destination, plan = job.destination, job.plan
     if resume and job.state == "complete":
         manifest = destination.ensure_complete(plan.fingerprint)

@@ -105,9 +105,12 @@ def update(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, checksum
     if destination.state is not DestinationState.COMPLETE:
         Manifest.load(path)  # the precise error for an incomplete or missing DST
         raise NotADatasetError(f"{path!r} is not a packer dataset: give the DST of `packer convert`.")
-    with contextlib.nullcontext() if dry_run else dataset_lock(path, "update"):
+    with contextlib.ExitStack() as stack:
+        if not dry_run:
+            stack.enter_context(dataset_lock(path, "update"))
         current = Manifest.load(path)
         job = _plan(src, destination, current, strict=strict, is_valid_file=is_valid_file)
+        stack.enter_context(job.source)  # an archive's spool, if reading makes one, goes at the end
         digests = source_digests(job, chosen.parallelism) if checksum else None
         changes = compare(current, SampleIndex.of(path, current), job, digests=digests)
         todo = [task for task in job.tasks if task.index not in changes.reused]

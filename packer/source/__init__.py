@@ -12,7 +12,6 @@ from packer.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem, SourceOptions
-    from packer.source.registry import SOURCES, detect_kind, expand_pattern, open_source
     from packer.source.imagecheck import (
         CHECK_LEVELS,
         DEFAULT_MAX_PIXELS,
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
         find_classes,
         scan_imagefolder,
     )
+    from packer.source.registry import SOURCES, detect_kind, expand_pattern, open_source
     from packer.source.sourcefile import SKIP_REASONS, UnpackableFile, read_source
 
 __all__ = ["CHECK_LEVELS", "DEFAULT_MAX_PIXELS", "IMG_EXTENSIONS", "SKIP_REASONS", "SOURCES", "FolderIndex",

@@ -207,6 +207,16 @@ class Source(ABC):
     def reader(self) -> ItemReader:
         """A picklable reader of this source's items (call after :meth:`scan`)."""
 
+    def close(self) -> None:
+        """Release what reading made on this machine (an archive's decompressed spool); the
+        conversion calls it when done. Nothing by default."""
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def inside(self) -> str:
         """The path DST must neither lie in nor hold (a tree's root, a list's root, an archive)."""
         return self.location
