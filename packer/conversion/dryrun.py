@@ -77,6 +77,9 @@ class ConversionPlan:
     #: The kind of source (:mod:`packer.source.registry`), and how it reads to people.
     source_kind: str = "tree"
     source_description: str = "an ImageFolder tree"
+    #: Items the scan already knows will be skipped, by reason (no label, no image): not in
+    #: ``class_counts``.
+    known_skips: dict[str, int] = field(default_factory=dict, hash=False)
 
     @property
     def class_to_idx(self) -> dict[str, int]:
@@ -101,6 +104,7 @@ class ConversionPlan:
                      "unreadable_dirs": list(report.unreadable_dirs),
                      "other_files": report.other_files, "root_files": report.root_files,
                      "notes": list(report.notes)},
+            "known_skips": dict(self.known_skips),
             "shards": [{"name": s.name, "start": s.start, "stop": s.stop, "num_images": s.num_images,
                         "planned_bytes": s.planned_bytes, "estimated_bytes": s.estimated_bytes,
                         "first_path": s.first_path, "last_path": s.last_path} for s in self.shards],
@@ -144,8 +148,14 @@ def _plan_of(source: Source, index: SourceIndex, options: ConversionOptions) -> 
     items = index.items
     sizes = [max(item.size, 0) for item in items]
     counts = [0] * len(index.classes)
+    reader = source.reader()
+    known_skips: Counter[str] = Counter()
     for item in items:
-        counts[item.label] += 1
+        reason = reader.known_skip(item)
+        if reason is None:
+            counts[item.label] += 1
+        else:
+            known_skips[reason] += 1
     empty = tuple(name for name, count in zip(index.classes, counts, strict=True) if count == 0)
     original = chosen_codec.keeps_source_bytes
     shards = tuple(
@@ -153,7 +163,7 @@ def _plan_of(source: Source, index: SourceIndex, options: ConversionOptions) -> 
                      plan.stop, plan.planned_bytes,
                      backend.estimate_shard_bytes(sizes[plan.start:plan.stop]) if original else None,
                      items[plan.start].relpath, items[plan.stop - 1].relpath)
-        for plan in plan_shards(planned_item_sizes(index, source.reader(), chosen_codec),
+        for plan in plan_shards(planned_item_sizes(index, reader, chosen_codec),
                                 [item.relpath for item in items], planned_size)
     )
     estimate: int | None = None
@@ -173,7 +183,7 @@ def _plan_of(source: Source, index: SourceIndex, options: ConversionOptions) -> 
         num_images=len(items), source_bytes=sum(sizes),
         unknown_sizes=sum(1 for item in items if item.size < 0), report=index.report,
         shards=shards, estimated_output_bytes=estimate, source_kind=source.kind,
-        source_description=source.describe(),
+        source_description=source.describe(), known_skips=dict(sorted(known_skips.items())),
     )
 
 

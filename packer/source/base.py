@@ -111,6 +111,11 @@ class ItemReader(ABC):
     def where(self, relpath: str) -> str:
         """Where the item ``relpath`` lies, for messages (a path, ``archive.tar:cat/1.jpg``)."""
 
+    def known_skip(self, item: SourceItem) -> str | None:
+        """The skip reason the scan already knows for ``item`` (a WebDataset sample or table
+        row without a label or image), or None: dry runs count these apart from the classes."""
+        return None
+
     def dimensions(self, item: SourceItem) -> tuple[int, int] | None:
         """Width and height from the item's header (nothing decoded), or None if unreadable;
         planning codecs that re-encode uses it."""

@@ -17,7 +17,7 @@ import re
 from typing import Final
 
 from packer.errors import SourceNotFoundError
-from packer.registry import Registry
+from packer.registry import Lazy, Registry
 from packer.source.base import Source, SourceOptions
 
 __all__ = ["ARCHIVE_SUFFIXES", "SOURCES", "detect_kind", "expand_pattern", "open_source"]
@@ -26,6 +26,7 @@ __all__ = ["ARCHIVE_SUFFIXES", "SOURCES", "detect_kind", "expand_pattern", "open
 SOURCES: Registry[type[Source]] = Registry("source format", {
     "tree": "packer.source.tree:TreeSource",
     "list": "packer.source.listfile:ListFileSource",
+    "parquet": Lazy("packer.source.parquet:ParquetSource", "parquet"),
 }, hint="Name one with --source-format, or leave it out to detect it.")
 
 #: File names an archive of a tree may have.

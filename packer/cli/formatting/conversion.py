@@ -104,6 +104,9 @@ def format_plan(plan: ConversionPlan) -> str:
     _listed(lines, "directory symlink loops not followed again", report.cut_symlink_loops)
     _listed(lines, "unreadable directories (their files cannot be found)", report.unreadable_dirs)
     _listed(lines, "noted while scanning", report.notes)
+    if plan.known_skips:
+        lines.append("will be skipped (known from the scan): "
+                     + ", ".join(f"{reason} {n}" for reason, n in plan.known_skips.items()))
     lines.append(f"not packed: {report.other_files} file(s) without an image name, "
                  f"{report.root_files} file(s) at the root (outside any class)")
     if plan.unknown_sizes:
