@@ -25,12 +25,12 @@ from imagetools import jpeg_bytes, write_tree
 
 import packer
 from packer.cli import cli
-from packer.source import tree as sourcetree
 from packer.conversion.engines import local as workers
 from packer.errors import BadImageError, ConversionError, SourceError
 from packer.format.backends import Backend
 from packer.format.codecs import original as codecs  # where OriginalCodec looks up check_image
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
+from packer.source import tree as sourcetree
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

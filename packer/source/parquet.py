@@ -282,6 +282,10 @@ class ParquetSource(Source):
         layout = self._scan()[1]
         return ParquetReader(tuple(self.files), layout.image_leaf, layout.image_column)
 
+    def describe(self) -> str:
+        """``Parquet tables (3 files)``."""
+        return f"Parquet tables ({len(self.files)} file{'s' if len(self.files) != 1 else ''})"
+
     def inside(self) -> str:
         """The file, the folder, or for a pattern the folder its files share (DST may not hold it)."""
         if len(self.files) == 1 or os.path.isdir(self.location):

@@ -26,6 +26,8 @@ __all__ = ["ARCHIVE_SUFFIXES", "SOURCES", "detect_kind", "expand_pattern", "open
 SOURCES: Registry[type[Source]] = Registry("source format", {
     "tree": "packer.source.tree:TreeSource",
     "list": "packer.source.listfile:ListFileSource",
+    "archive": "packer.source.archive:ArchiveSource",
+    "webdataset": "packer.source.webdataset:WebDatasetSource",
     "parquet": Lazy("packer.source.parquet:ParquetSource", "parquet"),
 }, hint="Name one with --source-format, or leave it out to detect it.")
 

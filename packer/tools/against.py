@@ -15,7 +15,7 @@ from typing import Any
 from packer.errors import PackerError, SourceError
 from packer.format.codecs import codec_class
 from packer.format.manifest import Manifest
-from packer.source.base import ItemReader, SourceItem, SourceOptions
+from packer.source.base import ItemReader, Source, SourceItem, SourceOptions
 from packer.source.registry import open_source
 from packer.source.sourcefile import UnpackableFile
 from packer.source.tree import FileReader
@@ -64,15 +64,21 @@ class SourceComparison:
     def __init__(self, against: str, manifest: Manifest) -> None:
         self.location = against
         self._items: dict[str, SourceItem] | None = None
+        self._source: Source | None = None
         self._reader: ItemReader
         if os.path.isdir(against) and (manifest.extra.get("source") or {}).get("kind") in (None, "tree",
                                                                                            "list"):
             self._reader = FileReader(against)
             return
-        source = open_source(against, _recorded_source_options(manifest, against))
-        index = source.scan()
+        self._source = open_source(against, _recorded_source_options(manifest, against))
+        index = self._source.scan()
         self._items = {item.relpath: item for item in index.items}
-        self._reader = source.reader()
+        self._reader = self._source.reader()
+
+    def close(self) -> None:
+        """Release what reading made (an archive's decompressed spool)."""
+        if self._source is not None:
+            self._source.close()
 
     def compare(self, rel: str, payload: bytes, found: Findings) -> bool:
         """Compare one stored payload with its source item; True when it was compared."""

@@ -185,6 +185,7 @@ def verify_dataset(
     top = os.path.abspath(os.fspath(root))
     manifest = Manifest.load(top)
     src = None if against is None else SourceComparison(os.path.abspath(os.fspath(against)), manifest)
+    against_source = src  # ``src`` is dropped below when it cannot be compared; it is closed anyway
     found = Findings()
     ranges_ok = _check_manifest(manifest, found)
     intact: set[str] = set()
@@ -218,10 +219,14 @@ def verify_dataset(
         src = None
 
     counts = Counter[str]()
-    if codec is not None or src is not None:
-        with tqdm(total=manifest.num_samples, unit="img", desc="reading samples",
-                  disable=None if progress else True, dynamic_ncols=True) as bar:
-            _read_samples(top, manifest, intact, index, codec, src, found, counts, bar)
+    try:
+        if codec is not None or src is not None:
+            with tqdm(total=manifest.num_samples, unit="img", desc="reading samples",
+                      disable=None if progress else True, dynamic_ncols=True) as bar:
+                _read_samples(top, manifest, intact, index, codec, src, found, counts, bar)
+    finally:
+        if against_source is not None:
+            against_source.close()
     return VerifyReport(
         root=top, deep=deep, against=None if against is None else os.path.abspath(against),
         num_shards=len(manifest.shards), num_samples=manifest.num_samples,
