@@ -1,25 +1,34 @@
 #!/usr/bin/env python3
 """How fast `packer convert` runs against the I/O floor of the same machine, in one run.
 
-    python scripts/bench_convert.py SRC [--backend lmdb] [--repeats 3] [--workdir DIR] [--json]
+    python scripts/bench_convert.py SRC [--backend lmdb] [--repeats 3] [--workdir DIR]
+                                        [--checks none header full] [--sources tree] [--json]
 
 For any ImageFolder tree SRC (make one with ``make_corpus.py`` from packer's shared tools, or use
 your own), it times, interleaved and repeated so machine noise hits every case alike:
 
 * ``tar cf`` of SRC into the work directory, then ``sync`` of the archive: reading every file
-  and writing it durably once, the I/O floor a converter cannot beat;
-* ``packer convert --check none`` (no decoding) with 1 and 2 workers;
-* ``packer convert --check full`` (every image decoded once) with 1 and 2 workers.
+  and writing it durably once, the I/O floor a converter cannot beat (the archive goes to the
+  same file system as the conversions' output);
+* ``packer convert --check none`` (no decoding), ``--check header`` (headers parsed) and
+  ``--check full`` (every image decoded once), each with 1 and 2 workers.
 
-It prints images/s and MB/s (source bytes per second) for each, medians with min-max, and the
-ratios the README quotes: ``--check none`` against ``tar``, and ``--workers 2`` against
-``--workers 1`` with ``--check full``. Every run starts from a warm page cache (SRC is read once
-first), and each conversion writes a fresh DST in the work directory (same disk as the tar).
+It prints images/s and MB/s (source bytes per second) for each case, medians with min-max, each
+case's speed as a ratio of the ``tar cf`` floor's, and the ratios the README quotes:
+``--check none`` against ``tar``, and ``--workers 2`` against ``--workers 1`` with
+``--check full``. Every run starts from a warm page cache (SRC is read once first), and each
+conversion writes a fresh DST in the work directory.
+
+``--sources`` names what each conversion reads: ``tree`` (SRC itself) is the only kind today.
+When packer converts archives (``packer convert corpus.tar DST``), add ``"tar"``/``"zip"`` to
+:data:`SOURCES` and a preparer to :data:`_PREPARERS` that builds the archive of SRC once in the
+work directory (untimed); every case then runs once per source kind, against the same floor.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -27,10 +36,23 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 import packer
 from packer.cpus import available_cpus
+
+#: What a conversion can read SRC as; one entry per kind of source packer converts.
+SOURCES: tuple[str, ...] = ("tree",)
+
+#: source kind -> fn(src, work) giving the path ``packer.convert`` reads (built once, untimed).
+_PREPARERS: dict[str, Callable[[str, str], str]] = {
+    "tree": lambda src, work: src,
+}
+
+CHECKS: tuple[str, ...] = ("none", "header", "full")
+WORKERS: tuple[int, ...] = (1, 2)
+FLOOR = "tar cf + sync"
 
 
 def _tree_stats(src: str) -> tuple[int, int]:
@@ -56,69 +78,97 @@ def _time_tar(src: str, work: str) -> float:
     return seconds
 
 
-def _time_convert(src: str, work: str, backend: str, check: str, workers: int) -> float:
+def _time_convert(source: str, work: str, backend: str, check: str, workers: int) -> float:
     dst = os.path.join(work, "dst")
     if os.path.exists(dst):
         shutil.rmtree(dst)
     started = time.perf_counter()
-    packer.convert(src, dst, to=backend, check=check, workers=workers)
+    packer.convert(source, dst, to=backend, check=check, workers=workers)
     seconds = time.perf_counter() - started
     shutil.rmtree(dst)
     return seconds
 
 
-def main() -> None:
+def case_name(source: str, check: str, workers: int) -> str:
+    """``check full, workers 2``; other sources than the tree are prefixed: ``tar: check ...``."""
+    name = f"check {check}, workers {workers}"
+    return name if source == "tree" else f"{source}: {name}"
+
+
+def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("src", help="an ImageFolder tree")
     parser.add_argument("--backend", default="lmdb", choices=packer.backend_names())
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workdir", default=None, help="where archives and datasets go "
-                        "(default: a temporary directory next to nothing else)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved runs of every case (the "
+                        "figures are their medians; use 3 or more for figures worth quoting)")
+    parser.add_argument("--workdir", default=None, help="where archives and datasets go, on the file "
+                        "system to measure (default: a temporary directory next to nothing else)")
+    parser.add_argument("--checks", nargs="+", default=list(CHECKS), choices=CHECKS,
+                        help="the --check levels to run (default: all)")
+    parser.add_argument("--sources", nargs="+", default=["tree"], choices=SOURCES,
+                        help="what conversions read SRC as (default: tree)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def main() -> None:
+    args = _parse_args()
     images, source_bytes = _tree_stats(args.src)
     _warm(args.src)
-    cases: dict[str, Any] = {
-        "tar cf + sync": lambda work: _time_tar(args.src, work),
-        "check none, workers 1": lambda work: _time_convert(args.src, work, args.backend, "none", 1),
-        "check none, workers 2": lambda work: _time_convert(args.src, work, args.backend, "none", 2),
-        "check full, workers 1": lambda work: _time_convert(args.src, work, args.backend, "full", 1),
-        "check full, workers 2": lambda work: _time_convert(args.src, work, args.backend, "full", 2),
-    }
-    times: dict[str, list[float]] = {name: [] for name in cases}
+    times: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(dir=args.workdir, prefix="packer-bench-") as work:
+        inputs = {source: _PREPARERS[source](args.src, work) for source in args.sources}
+        cases: dict[str, Callable[[], float]] = {FLOOR: lambda: _time_tar(args.src, work)}
+        for source, path in inputs.items():
+            for check in args.checks:
+                for workers in WORKERS:
+                    cases[case_name(source, check, workers)] = functools.partial(
+                        _time_convert, path, work, args.backend, check, workers)
+        times = {name: [] for name in cases}
         for _ in range(args.repeats):
             for name, run in cases.items():
-                times[name].append(run(work))
+                times[name].append(run())
 
     def rate(name: str) -> float:
         return source_bytes / statistics.median(times[name]) / 1e6
 
     figures = {
         name: {"median_s": statistics.median(values), "min_s": min(values), "max_s": max(values),
-               "images_per_s": images / statistics.median(values), "mb_per_s": rate(name)}
+               "images_per_s": images / statistics.median(values), "mb_per_s": rate(name),
+               "vs_tar": rate(name) / rate(FLOOR)}
         for name, values in times.items()
     }
-    ratios = {
-        "check_none_workers2_vs_tar": rate("check none, workers 2") / rate("tar cf + sync"),
-        "check_none_workers1_vs_tar": rate("check none, workers 1") / rate("tar cf + sync"),
-        "check_full_workers2_vs_workers1": rate("check full, workers 2") / rate("check full, workers 1"),
-    }
+    ratios: dict[str, float] = {}
+    if "none" in args.checks:
+        ratios["check_none_workers2_vs_tar"] = rate("check none, workers 2") / rate(FLOOR)
+        ratios["check_none_workers1_vs_tar"] = rate("check none, workers 1") / rate(FLOOR)
+    if "full" in args.checks:
+        full_2, full_1 = rate("check full, workers 2"), rate("check full, workers 1")
+        ratios["check_full_workers2_vs_workers1"] = full_2 / full_1
     if args.json:
         print(json.dumps({"src": args.src, "backend": args.backend, "images": images,
                           "source_bytes": source_bytes, "cpus": available_cpus(),
-                          "repeats": args.repeats, "cases": figures, "ratios": ratios}, indent=2))
+                          "repeats": args.repeats, "sources": args.sources, "cases": figures,
+                          "ratios": ratios}, indent=2))
         return
+    _print(args, images, source_bytes, figures, ratios)
+
+
+def _print(args: argparse.Namespace, images: int, source_bytes: int, figures: dict[str, Any],
+           ratios: dict[str, float]) -> None:
     print(f"{args.src}: {images} images, {source_bytes / 1e6:.1f} MB; backend {args.backend}; "
           f"{args.repeats} interleaved repeats, warm page cache, {available_cpus()} CPUs")
-    print(f"  {'case':<24} {'images/s':>9} {'MB/s':>8}   median s (min-max)")
+    width = max(24, *(len(name) for name in figures))
+    print(f"  {'case':<{width}} {'images/s':>9} {'MB/s':>8}   {'median s (min-max)':<18}  vs tar")
     for name, fig in figures.items():
-        print(f"  {name:<24} {fig['images_per_s']:>9.0f} {fig['mb_per_s']:>8.1f}   "
-              f"{fig['median_s']:.2f} ({fig['min_s']:.2f}-{fig['max_s']:.2f})")
-    print(f"  --check none, 2 workers vs tar cf: {ratios['check_none_workers2_vs_tar']:.2f}x "
-          f"(1 worker: {ratios['check_none_workers1_vs_tar']:.2f}x)")
-    print(f"  --check full, 2 workers vs 1:      {ratios['check_full_workers2_vs_workers1']:.2f}x")
+        spread = f"{fig['median_s']:.2f} ({fig['min_s']:.2f}-{fig['max_s']:.2f})"
+        print(f"  {name:<{width}} {fig['images_per_s']:>9.0f} {fig['mb_per_s']:>8.1f}   {spread:<18}  "
+              f"{fig['vs_tar']:.2f}x")
+    if "check_none_workers2_vs_tar" in ratios:
+        print(f"  --check none, 2 workers vs tar cf: {ratios['check_none_workers2_vs_tar']:.2f}x "
+              f"(1 worker: {ratios['check_none_workers1_vs_tar']:.2f}x)")
+    if "check_full_workers2_vs_workers1" in ratios:
+        print(f"  --check full, 2 workers vs 1:      {ratios['check_full_workers2_vs_workers1']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -74,18 +74,20 @@ def test_bench_convert(tmp_path: Path) -> None:
     text = run_script("bench_convert.py", src, "--repeats", "1", "--workdir", work, cwd=tmp_path).stdout
     assert "12 images" in text and "1 interleaved repeats" in text
     assert re.search(r"case\s+images/s\s+MB/s\s+median s \(min-max\)", text), text
-    for case in ("tar cf + sync", "check none, workers 1", "check none, workers 2", "check full, workers 1",
-                 "check full, workers 2"):
+    cases = ("tar cf + sync", "check none, workers 1", "check none, workers 2", "check header, workers 1",
+             "check header, workers 2", "check full, workers 1", "check full, workers 2")
+    for case in cases:
         assert re.search(rf"^  {re.escape(case)}\s+\d+\s+[\d.]+\s+[\d.]+ \(", text, re.M), (case, text)
     assert re.search(r"--check none, 2 workers vs tar cf: [\d.]+x \(1 worker: [\d.]+x\)", text), text
     assert re.search(r"--check full, 2 workers vs 1: +[\d.]+x", text), text
 
     figures = json.loads(run_script("bench_convert.py", src, "--repeats", "1", "--workdir", work,
-                                    "--backend", "hdf5", "--json", cwd=tmp_path).stdout)
+                                    "--backend", "hdf5", "--sources", "tree", "--json", cwd=tmp_path).stdout)
     assert figures["backend"] == "hdf5" and figures["images"] == 12 and figures["repeats"] == 1
-    assert figures["cpus"] >= 1 and figures["source_bytes"] > 0
-    assert len(figures["cases"]) == 5
-    assert all(case["median_s"] > 0 and case["images_per_s"] > 0 for case in figures["cases"].values())
+    assert figures["cpus"] >= 1 and figures["source_bytes"] > 0 and figures["sources"] == ["tree"]
+    assert list(figures["cases"]) == list(cases)
+    assert all(case["median_s"] > 0 and case["images_per_s"] > 0 and case["vs_tar"] > 0
+               for case in figures["cases"].values())
     assert set(figures["ratios"]) == {"check_none_workers2_vs_tar", "check_none_workers1_vs_tar",
                                       "check_full_workers2_vs_workers1"}
     assert not list(work.iterdir())  # the temporary work directory is gone

@@ -1,5 +1,33 @@
 """Prove a source file is an image Pillow reads, and name the reason when it is not.
 
+What each ``--check`` level catches (measured: ``tests/test_check_levels.py`` runs every kind
+at every level against the full decode this check used to be):
+
+========== ======================================================================================
+``full``   all that ``header`` catches, plus data that ends early (``truncated``: a JPEG cut
+           anywhere in its scans, even just its EOI marker; PNG, BMP, TIFF, PPM cut) and data
+           the decoder rejects (``decode_error``: a flipped byte in a PNG's IDAT, a second SOI
+           or an SOF marker inside a JPEG's scan data)
+``header`` not an image (``not_an_image``: HTML, junk, zero bytes); a header that ends early
+           (``truncated``); over ``max_pixels`` (``decompression_bomb``); a header Pillow
+           rejects (``decode_error``, e.g. a WebP cut inside its header)
+``none``   nothing: every readable file is packed
+========== ======================================================================================
+
+At every level, files that cannot be read at all are named before any check
+(:func:`packer.source.sourcefile.read_source`: ``empty_file``, ``broken_symlink``,
+``permission_denied``, ``not_a_regular_file``). No level catches damage that leaves a JPEG's
+scan data well formed (flipped bits that make no marker, an unknown marker): libjpeg only warns
+and decodes wrong pixels, as readers will; the full decode packed those files too.
+
+``full`` decodes a JPEG at 1/8 scale and in grayscale (Pillow's ``draft``). libjpeg still
+Huffman-decodes every coefficient of every component, so it meets the same markers, errors and
+end of data as a full decode, and names the same files with the same reasons; it skips the
+inverse DCT, upsampling and colour conversion. On 3,000 photo-like ImageNet-sized JPEGs (81 KB,
+~440x380) that takes 1.14 ms per image per core instead of 1.75 ms (1.54x); what is left is
+Huffman decoding itself (about half of a full decode's time), the floor for any check that
+catches what a full decode catches. ``header`` takes 0.05 ms. Other formats are decoded in full.
+
 Pillow's decompression-bomb limit and truncated-image setting are process-wide; packer lifts
 the first (it applies its own ``max_pixels``) and pins the second off only while it opens
 images, restoring the user's settings afterwards.
@@ -16,6 +44,7 @@ from contextlib import contextmanager
 from typing import Final
 
 from PIL import Image, ImageFile, UnidentifiedImageError
+from PIL.JpegImagePlugin import JpegImageFile
 
 from packer.source.sourcefile import UnpackableFile
 
@@ -141,10 +170,21 @@ def check_image(data: bytes, *, check: str, max_pixels: int) -> None:
         image = open_image(data, max_pixels=max_pixels)
         if check == "full":
             with decoder_failures(unpackable):
-                image.load()
-                if image.mode != "RGB":  # prove the RGB conversion readers do works too
-                    image.convert("RGB")
+                _decode_all(image)
     for warning in caught:
         log.debug("Pillow warned while checking an image: %s", warning.message)
 
 
+def _decode_all(image: Image.Image) -> None:
+    """Run the decoder over all of ``image``'s data, and prove the RGB conversion works.
+
+    A JPEG is decoded at 1/8 scale, in grayscale when it is colour (see the module docstring):
+    libjpeg must Huffman-decode every coefficient to find the next, so it reads exactly what a
+    full decode reads. Other formats have no reduced mode and are decoded in full.
+    """
+    mode = image.mode
+    if isinstance(image, JpegImageFile):
+        image.draft("L", (1, 1))  # "L" only applies to RGB; (1, 1) asks for the smallest scale
+    image.load()
+    if mode != "RGB":  # prove the RGB conversion readers do works too
+        image.convert("RGB")
