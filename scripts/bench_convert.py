@@ -19,10 +19,11 @@ case's speed as a ratio of the ``tar cf`` floor's, and the ratios the README quo
 ``--check full``. Every run starts from a warm page cache (SRC is read once first), and each
 conversion writes a fresh DST in the work directory.
 
-``--sources`` names what each conversion reads: ``tree`` (SRC itself) is the only kind today.
-When packer converts archives (``packer convert corpus.tar DST``), add ``"tar"``/``"zip"`` to
-:data:`SOURCES` and a preparer to :data:`_PREPARERS` that builds the archive of SRC once in the
-work directory (untimed); every case then runs once per source kind, against the same floor.
+``--sources`` names what each conversion reads: ``tree`` (SRC itself), ``tar`` (an uncompressed
+tar of SRC, converted without extracting it) and ``zip`` (a zip of SRC, members stored as they
+are, as image archives usually are). Archives are built once in the work directory, untimed,
+and their page cache warmed; every case then runs once per source kind, against the same floor,
+and ``<kind>_vs_tree`` ratios compare converting the archive with converting the tree.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ import os
 import shutil
 import statistics
 import subprocess
+import tarfile
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable
 from typing import Any
 
@@ -43,12 +46,41 @@ import packer
 from packer.cpus import available_cpus
 
 #: What a conversion can read SRC as; one entry per kind of source packer converts.
-SOURCES: tuple[str, ...] = ("tree",)
+SOURCES: tuple[str, ...] = ("tree", "tar", "zip")
+
+
+def _tar_of(src: str, work: str) -> str:
+    """An uncompressed tar of the tree (``tar cf``'s layout: members ``<class>/<image>``)."""
+    path = os.path.join(work, "source.tar")
+    with tarfile.open(path, "w") as archive:
+        for name in sorted(os.listdir(src)):
+            archive.add(os.path.join(src, name), arcname=name)
+    _warm_file(path)
+    return path
+
+
+def _zip_of(src: str, work: str) -> str:
+    """A zip of the tree, members stored (JPEGs do not deflate)."""
+    path = os.path.join(work, "source.zip")
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
+        for dirpath, dirnames, filenames in os.walk(src):
+            dirnames.sort()
+            for name in sorted(filenames):
+                full = os.path.join(dirpath, name)
+                archive.write(full, os.path.relpath(full, src))
+    _warm_file(path)
+    return path
+
+
+def _warm_file(path: str) -> None:
+    with open(path, "rb") as handle:
+        while handle.read(1 << 24):
+            pass
+
 
 #: source kind -> fn(src, work) giving the path ``packer.convert`` reads (built once, untimed).
-_PREPARERS: dict[str, Callable[[str, str], str]] = {
-    "tree": lambda src, work: src,
-}
+_PREPARERS: dict[str, Callable[[str, str], str]] = {"tree": lambda src, work: src, "tar": _tar_of,
+                                                    "zip": _zip_of}
 
 CHECKS: tuple[str, ...] = ("none", "header", "full")
 WORKERS: tuple[int, ...] = (1, 2)
@@ -139,10 +171,15 @@ def main() -> None:
         for name, values in times.items()
     }
     ratios: dict[str, float] = {}
-    if "none" in args.checks:
+    if "none" in args.checks and "tree" in args.sources:
         ratios["check_none_workers2_vs_tar"] = rate("check none, workers 2") / rate(FLOOR)
         ratios["check_none_workers1_vs_tar"] = rate("check none, workers 1") / rate(FLOOR)
-    if "full" in args.checks:
+    for source in args.sources:
+        if source != "tree" and "tree" in args.sources:
+            for check in args.checks:
+                ratios[f"{source}_vs_tree_check_{check}_workers2"] = (
+                    rate(case_name(source, check, 2)) / rate(case_name("tree", check, 2)))
+    if "full" in args.checks and "tree" in args.sources:
         full_2, full_1 = rate("check full, workers 2"), rate("check full, workers 1")
         ratios["check_full_workers2_vs_workers1"] = full_2 / full_1
     if args.json:
@@ -169,6 +206,11 @@ def _print(args: argparse.Namespace, images: int, source_bytes: int, figures: di
               f"(1 worker: {ratios['check_none_workers1_vs_tar']:.2f}x)")
     if "check_full_workers2_vs_workers1" in ratios:
         print(f"  --check full, 2 workers vs 1:      {ratios['check_full_workers2_vs_workers1']:.2f}x")
+    for key, value in ratios.items():
+        if "_vs_tree_" in key:  # tar_vs_tree_check_none_workers2
+            source, _, rest = key.partition("_vs_tree_check_")
+            check = rest.partition("_")[0]
+            print(f"  {source} source vs the tree, --check {check}, 2 workers: {value:.2f}x")
 
 
 if __name__ == "__main__":

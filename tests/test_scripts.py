@@ -92,6 +92,14 @@ def test_bench_convert(tmp_path: Path) -> None:
                                       "check_full_workers2_vs_workers1"}
     assert not list(work.iterdir())  # the temporary work directory is gone
 
+    # Archive sources: the same tree as a tar and a zip, converted without extracting them.
+    archives = json.loads(run_script("bench_convert.py", src, "--repeats", "1", "--workdir", work,
+                                     "--checks", "none", "--sources", "tree", "tar", "zip", "--json",
+                                     cwd=tmp_path).stdout)
+    assert {"tar: check none, workers 2", "zip: check none, workers 1"} <= set(archives["cases"])
+    assert {"tar_vs_tree_check_none_workers2", "zip_vs_tree_check_none_workers2"} <= set(archives["ratios"])
+    assert not list(work.iterdir())
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
