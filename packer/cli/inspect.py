@@ -127,8 +127,9 @@ def info(dst: str, as_json: bool) -> None:
 @click.command()
 @click.argument("dst", type=click.Path(path_type=str))
 @click.option("--deep", is_flag=True, help="Also read and decode every sample; check counts and labels.")
-@click.option("--against", "src", type=click.Path(file_okay=False, path_type=str), default=None,
-              help="Compare every sample byte for byte with its file in this source tree.")
+@click.option("--against", "src", type=click.Path(path_type=str), default=None,
+              help="Compare every sample byte for byte with its source: the tree, list file, "
+                   "archive, WebDataset shards or Parquet tables it was converted from.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def verify(dst: str, deep: bool, src: str | None, as_json: bool, quiet: bool) -> None:
