@@ -105,6 +105,8 @@ def test_every_kind_of_source_gives_the_tree_s_dataset(kind: str, reference: tup
     assert got == want, kind
     assert len(result.manifest.shards) >= 4
     assert packer.verify_dataset(dst, against=src).samples_compared == result.manifest.num_samples
+    verified = CliRunner().invoke(cli, ["verify", str(dst), "--against", str(src), "-q"])
+    assert verified.exit_code == 0 and "samples compared byte for byte" in verified.output, verified.output
     info = CliRunner().invoke(cli, ["info", str(dst)])
     detected = result.manifest.extra["source"]["kind"]
     assert info.exit_code == 0 and f"({detected}" in info.output
