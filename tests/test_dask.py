@@ -75,6 +75,26 @@ def test_dask_cluster_writes_what_the_local_engine_writes(tmp_path: Path, cluste
     assert dataset_snapshot(tmp_path / "dask5") == dataset_snapshot(tmp_path / "local5")
 
 
+@pytest.mark.slow
+def test_dask_workers_read_archives_and_tables_by_their_readers(tmp_path: Path, cluster: Any) -> None:
+    """The readers a shard task carries (an archive's, a table's) travel to Dask workers."""
+    from parquet_tools import tree_rows, write_table
+    from sourcekinds import write_tar
+
+    src = mixed_tree(tmp_path / "src", count=24)
+    packer.convert(src, tmp_path / "local", to="lmdb", shard_size=SHARD_SIZE, workers=1)
+    classes, rows = tree_rows(src)
+    sources = {"tar": write_tar(src, tmp_path / "src.tar"),
+               "parquet": write_table(tmp_path / "src.parquet", rows, classes=classes, row_group_size=5)}
+    want = dataset_snapshot(tmp_path / "local")["files"]
+    with dask_engine(cluster.scheduler_address) as engine:
+        for kind, path in sources.items():
+            packer.convert(path, tmp_path / kind, to="lmdb", shard_size=SHARD_SIZE, engine=engine)
+            got = dataset_snapshot(tmp_path / kind)["files"]
+            assert {k: v for k, v in got.items() if k.startswith("shard-")} == {
+                k: v for k, v in want.items() if k.startswith("shard-")}, kind
+
+
 def _killer_plugin(flag: str) -> Any:
     """A worker plugin that SIGKILLs its own worker the first time any worker starts a task
     (``flag`` is the file that says it happened): a node lost mid-task."""
