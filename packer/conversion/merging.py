@@ -27,11 +27,11 @@ from packer.conversion.destination import Destination, DestinationState
 from packer.conversion.plan import JobPlan, describe_shards, shard_name
 from packer.conversion.receipts import ShardResult, receipt_path
 from packer.cpus import available_cpus
-from packer.errors import MissingShardsError, NotADatasetError, OutputError
+from packer.errors import MissingShardsError, NotADatasetError, OutputError, PackerError
 from packer.format.backends import get_backend
-from packer.format.manifest import Manifest, ShardEntry
+from packer.format.manifest import MANIFEST_NAME, Manifest, ShardEntry
 from packer.format.records import records_of_shards
-from packer.format.sample_index import write_sample_index
+from packer.format.sample_index import SampleIndex, write_sample_index
 from packer.store.durable import sha256_file
 
 __all__ = ["DISTRIBUTION", "MergeResult", "build_manifest", "finished_shards", "merge", "unwritten_shards"]
@@ -84,7 +84,7 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, v
         shards=tuple(shards),
         sample_index=write_sample_index(
             dst, relpaths, targets, sources, metadata if plan.metadata_columns else None,
-            records=_records(dst, options["backend"], shards)),
+            records=_records(dst, options["backend"], shards, results)),
         skipped=tuple(s for r in results for s in r.skipped),
         scan=plan.scan,
         source=plan.source,
@@ -98,14 +98,37 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, v
     return manifest
 
 
-def _records(dst: str, backend: str, shards: Sequence[ShardEntry]) -> np.ndarray | None:
+def _records(dst: str, backend: str, shards: Sequence[ShardEntry],
+             results: Sequence[ShardResult]) -> np.ndarray | None:
     """The records array (:mod:`packer.format.records`), or None where the backend cannot
-    locate records (a remote reader then downloads whole shards)."""
+    locate records (a remote reader then downloads whole shards). Each shard's rows come from
+    its task's result, or from the version of DST being updated (:func:`_rows_in_place`); only
+    a shard found in neither (a receipt of an older packer) is read back and hashed."""
     chosen = get_backend(backend)
     if chosen.ranges is None:
         return None
     return records_of_shards(chosen, [(os.path.join(dst, s.path), s.num_samples) for s in shards],
-                             workers=available_cpus())
+                             known=_rows_in_place(dst, results), workers=available_cpus())
+
+
+def _rows_in_place(dst: str, results: Sequence[ShardResult]) -> list[np.ndarray | None]:
+    """Each result's records; for a shard reused by ``packer update`` (it has none), its rows
+    in the current version's records array. A shard file is named by its contents' SHA-256,
+    so a file of the same name and sample count holds the same records."""
+    known = [result.records_array() for result in results]
+    if all(rows is not None for rows in known) or not os.path.isfile(os.path.join(dst, MANIFEST_NAME)):
+        return known
+    try:
+        current = Manifest.load(dst)
+        rows = SampleIndex.of(dst, current).records
+    except (PackerError, OSError, KeyError, ValueError):  # no usable records: read the shards
+        return known
+    where = {shard.path: (shard.first, shard.num_samples) for shard in current.shards}
+    for number, result in enumerate(results):
+        first, count = where.get(result.entry.path, (0, -1))
+        if known[number] is None and count == result.entry.num_samples:
+            known[number] = np.array(rows[first:first + count], dtype=np.int64)
+    return known
 
 
 def finished_shards(dst: str, plan: JobPlan) -> tuple[dict[int, ShardResult], list[int]]:

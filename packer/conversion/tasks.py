@@ -7,6 +7,10 @@ the name its contents give (:func:`packer.format.shardset.shard_file_name`; when
 name is already there it holds these very bytes, and is kept) and then writes its receipt
 ``DST/.receipts/<fingerprint>.json``. A shard file with a matching receipt is finished:
 ``--resume`` keeps it untouched. Running the same task twice gives the same bytes.
+
+The receipt carries the shard's rows of the records array (each payload's digest is known
+from packing, for ``original`` the source's own; the backend says where each landed), so that
+finishing the dataset reads no shard back; the file is hashed while it is synced to disk.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import hashlib
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields, replace
 
 from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, receipt_path
 from packer.conversion.resume import shard_contents
@@ -23,6 +28,7 @@ from packer.errors import BadImageError
 from packer.format.backends import ShardWriter, get_backend
 from packer.format.codecs import Codec
 from packer.format.manifest import ShardEntry, SkippedFile
+from packer.format.records import digest64, records_to_bytes, shard_records_of
 from packer.format.shardset import shard_file_name
 from packer.source.base import ItemReader, SourceItem
 from packer.source.sourcefile import UnpackableFile
@@ -80,6 +86,12 @@ class _Packed:
     metadata: list[str] = field(default_factory=list)
     sources: list[tuple[int, int, int]] = field(default_factory=list)
     digests: list[tuple[str, str]] = field(default_factory=list)  # every item: (relpath, sha256 or "")
+    payload_digests: list[int] = field(default_factory=list)  # per payload: records.digest64
+
+    def extend(self, other: _Packed) -> None:
+        """Append what ``other`` packed after what this one did (lists joined, counts added)."""
+        for name in (f.name for f in fields(self)):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], object],
@@ -107,8 +119,11 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
             packed.sizes.append(len(payload))
             packed.bytes_in += len(data)
             # the SHA-256's first 8 bytes as a signed int64: samples/sources.npy
-            packed.sources.append((size, mtime_ns, int.from_bytes(digest[:8], "big", signed=True)))
+            short = int.from_bytes(digest[:8], "big", signed=True)
+            packed.sources.append((size, mtime_ns, short))
             packed.digests.append((relpath, digest.hex()))
+            # the records array's digest: the payload's (the source's when stored untouched)
+            packed.payload_digests.append(short if payload is data else digest64(payload))
             if task.metadata:
                 packed.metadata.append(task.metadata[position])
             notify("packed", relpath)
@@ -129,12 +144,33 @@ def _temporary(task: ShardTask, what: str) -> str:
     return os.path.join(task.staging, f"{task.name}{what}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
 
 
-def _publish(task: ShardTask, tmp_path: str, packed: _Packed) -> ShardResult:
-    """Hash the written shard, rename it into DST under its content name, fsync, then write
-    its receipt. A file of that name already in DST holds the same bytes (another version's,
-    or an earlier attempt's): it is kept, never rewritten, and the new copy dropped."""
+def _finish(writer: ShardWriter, task: ShardTask, packed: _Packed) -> tuple[str, bytes | None]:
+    """Close ``writer``; return the hex SHA-256 of the file it wrote and its records
+    (:func:`packer.format.records.records_to_bytes`, None where the backend cannot tell).
+
+    Once :meth:`ShardWriter.finish` has put the last bytes, the file is hashed in a thread
+    while :meth:`ShardWriter.close` syncs it and the backend locates the records: the hash
+    waits on a core, the sync on the disk.
+    """
+    backend = get_backend(task.backend)
+    writer.finish()
+    with ThreadPoolExecutor(1, thread_name_prefix="packer-hash") as pool:  # joined on the way out
+        hashing = pool.submit(sha256_file, writer.path)
+        writer.close()
+        records = (None if backend.ranges is None else
+                   records_to_bytes(shard_records_of(backend, writer.path, packed.payload_digests)))
+        return hashing.result(), records
+
+
+def _publish(task: ShardTask, tmp_path: str, packed: _Packed,
+             finished: tuple[str, bytes | None]) -> ShardResult:
+    """Rename the written shard (``finished``: its SHA-256 and records, from :func:`_finish`)
+    into DST under its content name, fsync, then write its receipt. A file of that name
+    already in DST holds the same bytes (another version's, or an earlier attempt's): it is
+    kept, never rewritten, and the new copy dropped."""
+    checksum, records = finished
     try:
-        checksum, num_bytes = sha256_file(tmp_path), os.path.getsize(tmp_path)
+        num_bytes = os.path.getsize(tmp_path)
         name = shard_file_name(checksum, get_backend(task.backend).suffix)
         final = os.path.join(task.dst, name)
         if os.path.isfile(final) and os.path.getsize(final) == num_bytes:
@@ -150,7 +186,8 @@ def _publish(task: ShardTask, tmp_path: str, packed: _Packed) -> ShardResult:
     contents = shard_contents(task.options, packed.digests)
     entry = ShardEntry(name, first, len(packed.relpaths), num_bytes, checksum, task.inputs, contents)
     result = ShardResult(entry, tuple(packed.relpaths), tuple(packed.targets), tuple(packed.skipped),
-                         packed.bytes_in, task.fingerprint, tuple(packed.metadata), tuple(packed.sources))
+                         packed.bytes_in, task.fingerprint, tuple(packed.metadata), tuple(packed.sources),
+                         records)
     os.makedirs(os.path.join(task.dst, RECEIPTS_DIR), exist_ok=True)
     receipt = result.to_json().encode("utf-8", "surrogateescape")
     atomic_write_bytes(receipt_path(task.dst, task.fingerprint), receipt)
@@ -166,9 +203,15 @@ def write_shard(task: ShardTask, notify: Notify) -> ShardResult:
         ShardError, OSError: the shard could not be written (disk full, read-only, ...).
     """
     tmp_path = _temporary(task, "")
-    with get_backend(task.backend).writer(tmp_path, capacity=max(task.planned_bytes, 1)) as writer:
+    writer = get_backend(task.backend).writer(tmp_path, capacity=max(task.planned_bytes, 1))
+    try:
         packed = _pack_items(task, 0, len(task.items), writer.write, notify)
-    return _publish(task, tmp_path, packed)
+    except BaseException:
+        writer.abort()
+        raise
+    # A failure to finish (a full disk) leaves the file in staging until the run's cleanup, so
+    # that the coordinator still sees the room it took when it says why the write failed.
+    return _publish(task, tmp_path, packed, _finish(writer, task, packed))
 
 
 @dataclass(frozen=True)
@@ -224,29 +267,23 @@ class ShardAssembler:
             self._next += 1
         if self._next < self._total:
             return None
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
-        return _publish(self.task, self._tmp_path, self._whole)
+        writer, self._writer = self._open_writer(), None  # a failure to finish: see write_shard
+        return _publish(self.task, self._tmp_path, self._whole, _finish(writer, self.task, self._whole))
 
-    def _append(self, segment: SegmentResult) -> None:
+    def _open_writer(self) -> ShardWriter:
         if self._writer is None:
             backend = get_backend(self.task.backend)
             self._writer = backend.writer(self._tmp_path, capacity=max(self.task.planned_bytes, 1))
+        return self._writer
+
+    def _append(self, segment: SegmentResult) -> None:
+        writer = self._open_writer()
         with open(segment.path, "rb") as spill:
             for size in segment.packed.sizes:
-                self._writer.write(spill.read(size))
-        self._writer.sync()  # flush while workers still decode: less to wait for at close
+                writer.write(spill.read(size))
+        writer.sync()  # flush while workers still decode: less to wait for at close
         os.unlink(segment.path)
-        whole, part = self._whole, segment.packed
-        whole.relpaths += part.relpaths
-        whole.targets += part.targets
-        whole.skipped += part.skipped
-        whole.sizes += part.sizes
-        whole.bytes_in += part.bytes_in
-        whole.metadata += part.metadata
-        whole.sources += part.sources
-        whole.digests += part.digests
+        self._whole.extend(segment.packed)
 
     def abort(self) -> None:
         """Drop the partial shard (the run failed elsewhere)."""

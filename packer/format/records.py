@@ -21,7 +21,12 @@ import numpy as np
 from packer.errors import ShardError
 from packer.format.backends import Backend
 
-__all__ = ["digest64", "records_of_shards", "shard_records"]
+__all__ = ["RECORD_COLUMNS", "digest64", "records_from_bytes", "records_of_shards", "records_to_bytes",
+           "shard_records", "shard_records_of"]
+
+#: Columns of the records array: offset, length, digest.
+RECORD_COLUMNS = 3
+_DTYPE = np.dtype("<i8")
 
 
 def digest64(data: bytes | memoryview) -> int:
@@ -50,12 +55,49 @@ def shard_records(backend: Backend, path: str, num_samples: int) -> np.ndarray:
     return out
 
 
+def shard_records_of(backend: Backend, path: str, digests: Sequence[int]) -> np.ndarray:
+    """:func:`shard_records` of a shard file just written, whose payloads' digests (``digest64``
+    of each, in order) the writer already knows: only the backend's ranges are read.
+
+    Raises:
+        ShardError: the backend cannot locate records.
+    """
+    if backend.ranges is None:
+        raise ShardError(f"The {backend.name} backend cannot locate records in {path!r}")
+    out = np.empty((len(digests), RECORD_COLUMNS), dtype=np.int64)
+    out[:, :2] = backend.ranges(path, len(digests))
+    out[:, 2] = np.asarray(digests, dtype=np.int64)
+    return out
+
+
+def records_to_bytes(records: np.ndarray) -> bytes:
+    """A shard's rows as compact bytes (little-endian int64, row by row), for its receipt."""
+    return np.ascontiguousarray(records, dtype=_DTYPE).tobytes()
+
+
+def records_from_bytes(data: bytes, num_samples: int) -> np.ndarray | None:
+    """The rows :func:`records_to_bytes` gave, or None when ``data`` does not hold
+    ``num_samples`` of them (a damaged receipt: the rows are then read from the shard)."""
+    if len(data) != num_samples * RECORD_COLUMNS * _DTYPE.itemsize:
+        return None
+    return np.frombuffer(data, dtype=_DTYPE).reshape(num_samples, RECORD_COLUMNS).astype(np.int64)
+
+
 def records_of_shards(backend: Backend, shards: Sequence[tuple[str, int]], *,
-                      workers: int = 4) -> np.ndarray:
-    """The records array of a dataset: :func:`shard_records` of each ``(path, num_samples)``,
-    concatenated in shard order (shards are read in parallel; hashing releases the GIL)."""
+                      known: Sequence[np.ndarray | None] = (), workers: int = 4) -> np.ndarray:
+    """The records array of a dataset, its shards' rows concatenated in shard order.
+
+    ``known[i]``, where given and not None, is shard ``i``'s rows as the task that wrote it
+    computed them; the others are :func:`shard_records` of each ``(path, num_samples)``, read
+    in parallel (hashing releases the GIL).
+    """
     if not shards:
-        return np.zeros((0, 3), dtype=np.int64)
-    with ThreadPoolExecutor(max(1, min(workers, len(shards)))) as pool:
-        parts = list(pool.map(lambda shard: shard_records(backend, *shard), shards))
-    return np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
+        return np.zeros((0, RECORD_COLUMNS), dtype=np.int64)
+    parts: list[np.ndarray | None] = [known[i] if i < len(known) else None for i in range(len(shards))]
+    missing = [i for i, part in enumerate(parts) if part is None]
+    if missing:
+        with ThreadPoolExecutor(max(1, min(workers, len(missing)))) as pool:
+            for i, rows in zip(missing, pool.map(lambda i: shard_records(backend, *shards[i]), missing),
+                               strict=True):
+                parts[i] = rows
+    return np.concatenate([part for part in parts if part is not None])

@@ -50,15 +50,24 @@ class UnpackableFile(Exception):
         self.detail = detail
 
 
+#: How :func:`read_source` opens: never waiting on a FIFO for a writer (``O_NONBLOCK`` has no
+#: effect on regular files), never taking a terminal, not leaking into child processes.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+
+
 def read_source(path: str) -> bytes:
     """Return the bytes of the file at ``path`` (following symlinks).
+
+    One ``open``, one ``fstat`` and, for a file that does not change meanwhile, one ``read``
+    of its size plus one byte (the extra byte reveals a file that grew, which is then read to
+    its end, as is one that shrank).
 
     Raises:
         UnpackableFile: with ``broken_symlink``, ``permission_denied``, ``not_a_regular_file``
             or ``empty_file``. Any other OSError (an I/O error, a vanished file) propagates.
     """
     try:
-        st = os.stat(path)
+        fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
         if os.path.islink(path):
             raise UnpackableFile("broken_symlink", f"symlink to missing {os.readlink(path)!r}") from None
@@ -68,16 +77,45 @@ def read_source(path: str) -> bytes:
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise UnpackableFile("broken_symlink", "symlink loop") from None
+        _refuse_special(path)  # a socket (ENXIO) or the like: what stat says it is
         raise
-    if not stat.S_ISREG(st.st_mode):
-        raise UnpackableFile("not_a_regular_file", "not a regular file (FIFO, socket or device)")
-    if st.st_size == 0:
-        raise UnpackableFile("empty_file", "the file is empty (0 bytes)")
     try:
-        with open(path, "rb", buffering=0) as handle:
-            data = handle.read()
-    except PermissionError as err:
-        raise UnpackableFile("permission_denied", str(err)) from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnpackableFile("not_a_regular_file", _NOT_REGULAR)
+        if st.st_size == 0:
+            raise UnpackableFile("empty_file", _EMPTY)
+        try:
+            data = _read_to_end(fd, st.st_size)
+        except PermissionError as err:
+            raise UnpackableFile("permission_denied", str(err)) from None
+    finally:
+        os.close(fd)
     if not data:
-        raise UnpackableFile("empty_file", "the file is empty (0 bytes)")
+        raise UnpackableFile("empty_file", _EMPTY)
     return data
+
+
+_NOT_REGULAR = "not a regular file (FIFO, socket or device)"
+_EMPTY = "the file is empty (0 bytes)"
+
+
+def _refuse_special(path: str) -> None:
+    """Raise ``not_a_regular_file`` when ``path`` is not a regular file (else return)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise UnpackableFile("not_a_regular_file", _NOT_REGULAR) from None
+
+
+def _read_to_end(fd: int, size: int) -> bytes:
+    """The file's bytes from the start: ``size`` expected, read until end of file."""
+    data = os.read(fd, size + 1)
+    if len(data) == size:  # a short read ends at end of file: the common case, one call
+        return data
+    parts = [data]
+    while block := os.read(fd, 1 << 20):
+        parts.append(block)
+    return b"".join(parts)

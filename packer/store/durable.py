@@ -11,7 +11,7 @@ from packer.errors import OutputError
 __all__ = ["atomic_write_bytes", "create_exclusively", "fsync_dir", "is_temporary_name", "sha256_file",
            "write_named_file"]
 
-_CHUNK = 4 << 20
+_CHUNK = 1 << 20
 
 
 def fsync_dir(path: str) -> None:
@@ -74,11 +74,14 @@ def create_exclusively(path: str, data: bytes) -> bool:
 
 
 def sha256_file(path: str) -> str:
-    """Hex SHA-256 of a file's bytes, read in large blocks."""
+    """Hex SHA-256 of a file's bytes, read into one reused buffer (no allocation per block;
+    blocks that stay in the CPU's cache between the copy and the hash)."""
     digest = hashlib.sha256()
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
     with open(path, "rb", buffering=0) as handle:
-        while block := handle.read(_CHUNK):
-            digest.update(block)
+        while count := handle.readinto(buffer):
+            digest.update(view[:count])
     return digest.hexdigest()
 
 

@@ -51,9 +51,15 @@ class ShardWriter(ABC):
         """Push what was written so far towards stable storage now, so that :meth:`close`
         has less left to wait for. Optional: backends that build the file at close skip it."""
 
+    def finish(self) -> None:  # noqa: B027 - optional hook, a no-op unless a backend needs it
+        """Put every byte of the shard into the file, so that it reads as its final content,
+        though not yet durably: a caller may hash it while :meth:`close` syncs it. Nothing may
+        be written after. Optional: backends that write straight to the file skip it."""
+
     @abstractmethod
     def close(self) -> None:
-        """Flush everything to stable storage and close the file."""
+        """Finish the file (see :meth:`finish`), flush it to stable storage and close it;
+        closing again does nothing."""
 
     @abstractmethod
     def abort(self) -> None:

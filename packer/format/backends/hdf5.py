@@ -47,6 +47,7 @@ class HDF5ShardWriter(ShardWriter):
         super().__init__(path, capacity=capacity)
         self._spill_path = path + ".payloads"
         self._offsets = [0]
+        self._synced = False
         try:
             self._spill = open(self._spill_path, "wb")  # noqa: SIM115 - closed in close/abort
         except OSError as err:
@@ -61,8 +62,8 @@ class HDF5ShardWriter(ShardWriter):
         self._offsets.append(self._offsets[-1] + len(payload))
         self.count += 1
 
-    def close(self) -> None:
-        """Build the HDF5 file around the payloads, copy them in, fsync, remove the side file."""
+    def finish(self) -> None:
+        """Build the HDF5 file around the payloads and copy them in; remove the side file."""
         if self._spill.closed:
             return
         self._spill.close()
@@ -71,13 +72,23 @@ class HDF5ShardWriter(ShardWriter):
             blob_offset = self._create_layout(total)
             if total:
                 self._copy_payloads(blob_offset, total)
-            with open(self.path, "rb+") as handle:
-                os.fsync(handle.fileno())
         except (OSError, ValueError) as err:
             raise ShardError(f"Writing HDF5 shard {self.path!r} failed: {err}") from err
         finally:
             if os.path.exists(self._spill_path):
                 os.unlink(self._spill_path)
+
+    def close(self) -> None:
+        """:meth:`finish` the file, then fsync it."""
+        if self._synced:
+            return
+        self.finish()
+        try:
+            with open(self.path, "rb+") as handle:
+                os.fsync(handle.fileno())
+        except OSError as err:
+            raise ShardError(f"Writing HDF5 shard {self.path!r} failed: {err}") from err
+        self._synced = True
 
     def _create_layout(self, total: int) -> int:
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)

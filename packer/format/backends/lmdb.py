@@ -90,6 +90,17 @@ class LMDBShardWriter(ShardWriter):
         except lmdb.Error as err:
             raise ShardError(f"Writing LMDB shard {self.path!r} failed: {err}") from err
 
+    def finish(self) -> None:
+        """Commit what is queued: the file then holds its final bytes (not yet synced). On a
+        failure the environment is closed (the file stays, for :meth:`abort` or a cleanup)."""
+        try:
+            self._commit()
+        except BaseException:
+            if self._env is not None:
+                self._env.close()
+                self._env = None
+            raise
+
     def close(self) -> None:
         """Commit what is queued, sync and close."""
         if self._env is None:
