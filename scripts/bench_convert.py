@@ -50,9 +50,11 @@ SOURCES: tuple[str, ...] = ("tree", "tar", "zip")
 
 
 def _tar_of(src: str, work: str) -> str:
-    """An uncompressed tar of the tree (``tar cf``'s layout: members ``<class>/<image>``)."""
+    """An uncompressed tar of the tree as ``tar cf`` (GNU tar) writes it, and as ImageNet's
+    archives are: GNU format, members ``<class>/<image>`` (Python's default, pax, adds an extended
+    header per member, which doubles the headers to index)."""
     path = os.path.join(work, "source.tar")
-    with tarfile.open(path, "w") as archive:
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as archive:
         for name in sorted(os.listdir(src)):
             archive.add(os.path.join(src, name), arcname=name)
     _warm_file(path)
