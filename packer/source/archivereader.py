@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from packer.errors import SourceError
-from packer.source.base import ItemReader, SourceItem, header_dimensions
+from packer.source.base import ItemReader, SourceItem
+from packer.source.imagecheck import image_dimensions
 from packer.source.members import OK, STATUS_REASONS
 from packer.source.sourcefile import UnpackableFile
 from packer.source.spool import ensure_spool
@@ -124,7 +125,7 @@ class ArchiveReader(ItemReader):
                     head = self._pread_some(part, fd, _HEADER_BYTES, offset)
             except SourceError:
                 return None
-            found = header_dimensions(head)
+            found = image_dimensions(head)
             if found is not None:
                 return found
         return super().dimensions(item)

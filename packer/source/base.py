@@ -14,21 +14,17 @@ Planning, change detection and the engines see only items, identities and reader
 from __future__ import annotations
 
 import hashlib
-import io
 import os
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from PIL import Image
-
 from packer.errors import SourceError
-from packer.source.imagecheck import UndecodableImage, decoder_failures, pixel_limit_lifted
+from packer.source.imagecheck import image_dimensions
+from packer.source.sourcefile import UnpackableFile
 
-__all__ = ["ItemReader", "ScanReport", "Source", "SourceIndex", "SourceItem", "SourceOptions",
-           "header_dimensions"]
+__all__ = ["ItemReader", "ScanReport", "Source", "SourceIndex", "SourceItem", "SourceOptions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,15 +117,15 @@ class ItemReader(ABC):
         planning codecs that re-encode uses it."""
         try:
             data = self.read(item)
-        except (OSError, SourceError, ValueError):
+        except (OSError, SourceError, ValueError, UnpackableFile):
             return None
-        return header_dimensions(data)
+        return image_dimensions(data)
 
     def digest(self, item: SourceItem) -> str:
         """SHA-256 (hex) of the item's bytes, ``""`` when it cannot be read (``update --checksum``)."""
         try:
             return hashlib.sha256(self.read(item)).hexdigest()
-        except (OSError, SourceError, ValueError):
+        except (OSError, SourceError, ValueError, UnpackableFile):
             return ""
 
 
@@ -243,13 +239,3 @@ class Source(ABC):
         """What the manifest records of the source (``extra.source.params``)."""
         return {k: v for k, v in self.options.given().items() if k != "is_valid_file"}
 
-
-def header_dimensions(data: bytes) -> tuple[int, int] | None:
-    """Width and height from encoded image bytes (nothing decoded), or None if unreadable."""
-    with pixel_limit_lifted(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            with decoder_failures(), Image.open(io.BytesIO(data)) as image:
-                return int(image.size[0]), int(image.size[1])
-        except UndecodableImage:  # conversion reports the file properly later
-            return None

@@ -126,12 +126,14 @@ def unpackable(err: Exception) -> UnpackableFile:
     return UnpackableFile("decode_error", detail)
 
 
-def image_dimensions(path: str) -> tuple[int, int] | None:
-    """Width and height from the file's header (nothing decoded), or None if unreadable."""
+def image_dimensions(source: str | bytes) -> tuple[int, int] | None:
+    """Width and height from the header of the file at ``source`` or of the encoded bytes
+    ``source`` (nothing decoded), or None if unreadable."""
+    opened = io.BytesIO(source) if isinstance(source, bytes) else source
     try:
         with pixel_limit_lifted(), warnings.catch_warnings(), decoder_failures():
             warnings.simplefilter("ignore")
-            with Image.open(path) as image:
+            with Image.open(opened) as image:
                 width, height = image.size
                 return int(width), int(height)
     except UndecodableImage:  # any unreadable file: conversion reports it properly later

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packer.errors import SourceError
-from packer.source.base import ItemReader, SourceItem, header_dimensions
+from packer.source.base import ItemReader, SourceItem
 from packer.source.parquet_schema import EMPTY, MISSING_IMAGE, NEGATIVE, NO_LABEL, OUT_OF_RANGE, UNKNOWN_NAME
 from packer.source.sourcefile import UnpackableFile
 
@@ -138,17 +138,3 @@ class ParquetReader(ItemReader):
     def known_skip(self, item: SourceItem) -> str | None:
         """The reason a row without a usable label or image is skipped (None for the rest)."""
         return _skip(item, self.files[item.locator[0]]).reason if item.locator[4] != 0 else None
-
-    def dimensions(self, item: SourceItem) -> tuple[int, int] | None:
-        """From the image's header; None for a row that is skipped or unreadable."""
-        try:
-            return header_dimensions(self.read(item))
-        except (UnpackableFile, SourceError):
-            return None
-
-    def digest(self, item: SourceItem) -> str:
-        """SHA-256 of the row's image bytes; ``""`` for a row that is skipped or unreadable."""
-        try:
-            return hashlib.sha256(self.read(item)).hexdigest()
-        except (UnpackableFile, SourceError):
-            return ""

@@ -70,8 +70,9 @@ def detect_kind(location: str) -> str:
     """
     lowered = location.lower()
     if _is_pattern(location) and not os.path.exists(location):
-        if not expand_pattern(location) or not all(os.path.isfile(p) for p in expand_pattern(location)):
-            missing = [p for p in expand_pattern(location) if not os.path.isfile(p)]
+        paths = expand_pattern(location)
+        missing = [p for p in paths if not os.path.isfile(p)]
+        if not paths or missing:
             what = f"names {missing[0]!r}, which does not exist" if missing else "matches no file"
             raise SourceNotFoundError(f"Source pattern {location!r} {what}: check the pattern "
                                       "(brace ranges such as train-{000000..000146}.tar, or a glob).")
