@@ -1,23 +1,29 @@
 """packer: pack an ImageFolder tree into LMDB or HDF5 shards and read it fast in PyTorch.
 
-The public API. Names are imported on first use (PEP 562), so ``import packer`` is cheap, the
-command line and conversion workers start fast, and torch is loaded only by the dataset classes.
+The public API: exactly the names of ``__all__`` (pinned by tests/test_public_api.py and listed in
+the docs' API reference). Everything under the subpackages is internal and may change in any
+release; a public name is only removed after a release in which it warns (docs: "API reference",
+the deprecation policy). Names are imported on first use (PEP 562), so ``import packer`` is cheap,
+the command line and conversion workers start fast, and torch is loaded only by the dataset classes.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from packer import _moved
 from packer.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from packer.conversion.array_run import TaskResult, convert_task
     from packer.conversion.dryrun import ConversionPlan, plan_conversion
-    from packer.conversion.engines import Engine, ExecutorEngine, LocalEngine, open_engine
+    from packer.conversion.engines import Engine, ExecutorEngine, LocalEngine, Progress, open_engine
     from packer.conversion.gc import GcResult, collect_garbage
     from packer.conversion.merging import MergeResult, merge
+    from packer.conversion.options import ConversionOptions
     from packer.conversion.run import ConversionResult, convert
     from packer.conversion.updating import UpdateResult, update
+    from packer.conversion.upgrading import UpgradeResult, upgrade
     from packer.errors import (
         AccessDeniedError,
         BadImageError,
@@ -47,8 +53,8 @@ if TYPE_CHECKING:
         UnknownNameError,
         VersionGoneError,
     )
-    from packer.format.backends import backend_names, get_backend
-    from packer.format.codecs import codec_names
+    from packer.format.backends import Backend, ShardReader, ShardWriter, backend_names, register_backend
+    from packer.format.codecs import Codec, codec_names, register_codec
     from packer.format.manifest import Manifest
     from packer.read.baseline import ImageFolderDataset
     from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
@@ -57,13 +63,17 @@ if TYPE_CHECKING:
     from packer.read.samplers import ShardAwareSampler
     from packer.read.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
     from packer.sizes import parse_size
-    from packer.source.base import Source, SourceItem, SourceOptions
-    from packer.source.imagefolder import IMG_EXTENSIONS, FolderIndex, find_classes, scan_imagefolder
-    from packer.source.registry import SOURCES, open_source
+    from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem, SourceOptions
+    from packer.source.imagefolder import IMG_EXTENSIONS, find_classes, scan_imagefolder
+    from packer.source.registry import open_source, register_source, source_names
     from packer.store.base import Store
     from packer.store.cache import CacheInfo, NodeCache
-    from packer.store.urls import open_store
+    from packer.store.urls import open_store, register_store, store_schemes
+    from packer.tools.bench import BenchReport, bench
+    from packer.tools.demo import DemoReport, run_demo
     from packer.tools.export import ExportResult, export_dataset
+    from packer.tools.findings import Problem, VerifyReport
+    from packer.tools.info import dataset_info
     from packer.tools.preview import ContactSheet, make_contact_sheet, write_contact_sheet
     from packer.tools.publish import (
         PushResult,
@@ -73,72 +83,86 @@ if TYPE_CHECKING:
         push_dataset,
     )
     from packer.tools.show import SampleInfo, sample_bytes, sample_info, save_sample
-    from packer.tools.verify import VerifyReport, verify_dataset
+    from packer.tools.verify import verify_dataset
 
 _HOMES = {
-    "packer.format.backends": ["backend_names", "get_backend"],
-    "packer.format.codecs": ["codec_names"],
     "packer.conversion.run": ["ConversionResult", "convert"],
-    "packer.conversion.updating": ["UpdateResult", "update"],
-    "packer.conversion.gc": ["GcResult", "collect_garbage"],
+    "packer.conversion.options": ["ConversionOptions"],
     "packer.conversion.array_run": ["TaskResult", "convert_task"],
-    "packer.read.datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"],
-    "packer.conversion.dryrun": ["ConversionPlan", "plan_conversion"],
-    "packer.conversion.engines": ["Engine", "ExecutorEngine", "LocalEngine", "open_engine"],
-    "packer.errors": ["BadImageError", "ConversionError", "ConversionInterrupted", "DatasetBusyError",
-                      "DatasetError",
-                      "EmptySourceError", "IncompleteDatasetError", "ManifestError", "MissingExtraError",
-                      "MissingShardsError", "NotADatasetError", "OutputError", "OutputExistsError",
-                      "PackerError", "ResumeError", "ShardError", "SourceError", "SourceNotFoundError",
-                      "UnknownNameError", "VersionGoneError", "StoreError", "ObjectNotFoundError",
-                      "BucketNotFoundError", "AccessDeniedError", "StoreUnavailableError",
-                      "IntegrityError", "CacheError"],
-    "packer.store.base": ["Store"],
-    "packer.store.cache": ["CacheInfo", "NodeCache"],
-    "packer.store.urls": ["open_store"],
-    "packer.tools.publish": ["PushResult", "RemoteGcResult", "collect_remote_garbage", "pull_dataset",
-                             "push_dataset"],
-    "packer.tools.export": ["ExportResult", "export_dataset"],
-    "packer.read.baseline": ["ImageFolderDataset"],
-    "packer.source.imagefolder": ["FolderIndex", "IMG_EXTENSIONS", "find_classes", "scan_imagefolder"],
-    "packer.source.base": ["Source", "SourceItem", "SourceOptions"],
-    "packer.source.registry": ["SOURCES", "open_source"],
-    "packer.read.loader": ["LoaderSettings", "loader_settings", "make_loader"],
-    "packer.format.manifest": ["Manifest"],
     "packer.conversion.merging": ["MergeResult", "merge"],
-    "packer.tools.preview": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
+    "packer.conversion.dryrun": ["ConversionPlan", "plan_conversion"],
+    "packer.conversion.updating": ["UpdateResult", "update"],
+    "packer.conversion.upgrading": ["UpgradeResult", "upgrade"],
+    "packer.conversion.gc": ["GcResult", "collect_garbage"],
+    "packer.conversion.engines": ["Engine", "ExecutorEngine", "LocalEngine", "Progress", "open_engine"],
+    "packer.read.datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"],
+    "packer.read.baseline": ["ImageFolderDataset"],
+    "packer.read.loader": ["LoaderSettings", "loader_settings", "make_loader"],
     "packer.read.samplers": ["ShardAwareSampler"],
     "packer.read.readahead": ["ReadAheadSampler"],
-    "packer.tools.show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
-    "packer.sizes": ["parse_size"],
     "packer.read.transforms": ["CenterCropResize", "Normalize", "RandomResizedCropFlip"],
-    "packer.tools.verify": ["VerifyReport", "verify_dataset"],
+    "packer.source.base": [
+        "ItemReader", "ScanReport", "Source", "SourceIndex", "SourceItem", "SourceOptions"
+    ],
+    "packer.source.registry": ["open_source", "register_source", "source_names"],
+    "packer.source.imagefolder": ["IMG_EXTENSIONS", "find_classes", "scan_imagefolder"],
+    "packer.store.base": ["Store"],
+    "packer.store.urls": ["open_store", "register_store", "store_schemes"],
+    "packer.store.cache": ["CacheInfo", "NodeCache"],
+    "packer.tools.info": ["dataset_info"],
+    "packer.tools.verify": ["verify_dataset"],
+    "packer.tools.findings": ["Problem", "VerifyReport"],
+    "packer.tools.export": ["ExportResult", "export_dataset"],
+    "packer.tools.show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
+    "packer.tools.preview": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
+    "packer.tools.bench": ["BenchReport", "bench"],
+    "packer.tools.demo": ["DemoReport", "run_demo"],
+    "packer.tools.publish": [
+        "PushResult", "RemoteGcResult", "collect_remote_garbage", "pull_dataset", "push_dataset"
+    ],
+    "packer.format.manifest": ["Manifest"],
+    "packer.format.backends": ["Backend", "ShardReader", "ShardWriter", "backend_names", "register_backend"],
+    "packer.format.codecs": ["Codec", "codec_names", "register_codec"],
+    "packer.sizes": ["parse_size"],
+    "packer.errors": [
+        "AccessDeniedError", "BadImageError", "BucketNotFoundError", "CacheError", "ConversionError",
+        "ConversionInterrupted", "DatasetBusyError", "DatasetError", "EmptySourceError",
+        "IncompleteDatasetError", "IntegrityError", "ManifestError", "MissingExtraError",
+        "MissingShardsError", "NotADatasetError", "ObjectNotFoundError", "OutputError", "OutputExistsError",
+        "PackerError", "ResumeError", "ShardError", "SourceError", "SourceNotFoundError", "StoreError",
+        "StoreUnavailableError", "UnknownNameError", "VersionGoneError"
+    ],
 }
 __all__ = [
     "AccessDeniedError",
+    "Backend",
     "BadImageError",
+    "BenchReport",
     "BucketNotFoundError",
     "CacheError",
     "CacheInfo",
     "CenterCropResize",
+    "Codec",
     "ContactSheet",
     "ConversionError",
     "ConversionInterrupted",
+    "ConversionOptions",
     "ConversionPlan",
     "ConversionResult",
     "DatasetBusyError",
     "DatasetError",
+    "DemoReport",
     "EmptySourceError",
     "Engine",
     "ExecutorEngine",
     "ExportResult",
-    "FolderIndex",
     "GcResult",
     "HDF5ImageDataset",
     "IMG_EXTENSIONS",
     "ImageFolderDataset",
     "IncompleteDatasetError",
     "IntegrityError",
+    "ItemReader",
     "LMDBImageDataset",
     "LoaderSettings",
     "LocalEngine",
@@ -155,17 +179,22 @@ __all__ = [
     "OutputExistsError",
     "PackedImageDataset",
     "PackerError",
+    "Problem",
+    "Progress",
     "PushResult",
     "RandomResizedCropFlip",
-    "RemoteGcResult",
     "ReadAheadSampler",
+    "RemoteGcResult",
     "ResumeError",
     "SampleInfo",
+    "ScanReport",
     "ShardAwareSampler",
-    "SOURCES",
     "ShardError",
+    "ShardReader",
+    "ShardWriter",
     "Source",
     "SourceError",
+    "SourceIndex",
     "SourceItem",
     "SourceNotFoundError",
     "SourceOptions",
@@ -175,17 +204,19 @@ __all__ = [
     "TaskResult",
     "UnknownNameError",
     "UpdateResult",
+    "UpgradeResult",
     "VerifyReport",
     "VersionGoneError",
     "backend_names",
+    "bench",
     "codec_names",
     "collect_garbage",
     "collect_remote_garbage",
     "convert",
     "convert_task",
+    "dataset_info",
     "export_dataset",
     "find_classes",
-    "get_backend",
     "loader_settings",
     "make_contact_sheet",
     "make_loader",
@@ -198,13 +229,32 @@ __all__ = [
     "plan_conversion",
     "pull_dataset",
     "push_dataset",
+    "register_backend",
+    "register_codec",
+    "register_source",
+    "register_store",
+    "run_demo",
     "sample_bytes",
     "sample_info",
     "save_sample",
     "scan_imagefolder",
+    "source_names",
+    "store_schemes",
     "update",
+    "upgrade",
     "verify_dataset",
     "write_contact_sheet",
 ]
 
-__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)
+#: Names ``packer`` exported before and no longer does: they resolve with a DeprecationWarning
+#: until packer 0.4.
+_DEPRECATED = {
+    "FolderIndex": ("packer.source.imagefolder", "it is packer.SourceIndex (what scan_imagefolder returns)"),
+    "get_backend": ("packer.format.backends", "backends are internal objects chosen by name "
+                    "(to='lmdb'); list them with packer.backend_names() and add one with "
+                    "packer.register_backend()"),
+    "SOURCES": ("packer.source.registry", "use packer.source_names() and packer.register_source()"),
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__, deprecated=_DEPRECATED)
+_moved.install()

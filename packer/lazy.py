@@ -7,20 +7,24 @@ without torch, and each name still lives in exactly one module: the package only
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["lazy_exports"]
 
 
-def lazy_exports(package: str, homes: Mapping[str, Sequence[str]], exported: Sequence[str]
+def lazy_exports(package: str, homes: Mapping[str, Sequence[str]], exported: Sequence[str], *,
+                 deprecated: Mapping[str, tuple[str, str]] | None = None,
                  ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for ``package``, from ``{module: [names]}``.
 
     ``module`` is relative to ``package`` (``".run"``) or absolute. A name is imported the
     first time it is asked for and then cached in the package's namespace. ``exported`` is the
     package's ``__all__`` (a literal list, for type checkers and documentation tools); it must
-    name exactly the names of ``homes``.
+    name exactly the names of ``homes``. ``deprecated`` maps names the package no longer exports
+    to ``(module, advice)``: they still resolve, with a ``DeprecationWarning`` at each use,
+    and are left out of ``__all__`` and ``dir()``.
     """
     where: dict[str, str] = {}
     for module, names in homes.items():
@@ -32,8 +36,17 @@ def lazy_exports(package: str, homes: Mapping[str, Sequence[str]], exported: Seq
     if sorted(where) != sorted(exported):
         raise ImportError(f"{package}: __all__ and the lazily exported names differ: "
                           f"{sorted(set(where) ^ set(exported))}")
+    retired = dict(deprecated or {})
+    if set(retired) & set(where):
+        raise ImportError(f"{package}: exported and deprecated at once: {sorted(set(retired) & set(where))}")
 
     def __getattr__(name: str) -> Any:
+        if name in retired:
+            module, advice = retired[name]
+            module = package + module if module.startswith(".") else module
+            warnings.warn(f"'{package}.{name}' is deprecated and will be removed in packer 0.4: "
+                          f"{advice}", DeprecationWarning, stacklevel=2)
+            return getattr(importlib.import_module(module), name)
         if name not in where:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(where[name]), name)

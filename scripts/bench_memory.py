@@ -79,8 +79,9 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from packer import IMG_EXTENSIONS, Manifest, PackerError, backend_names, get_backend, verify_dataset
+from packer import IMG_EXTENSIONS, Manifest, PackerError, backend_names, verify_dataset
 from packer.conversion.plan import shard_name
+from packer.format.backends import get_backend
 from packer.format.codecs import get_codec
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, ScanInfo, ShardEntry
 from packer.format.sample_index import write_sample_index

@@ -9,7 +9,7 @@ import pytest
 from imagetools import mixed_tree
 
 import packer
-from packer.conversion import Destination, DestinationState
+from packer.conversion.destination import Destination, DestinationState
 from packer.conversion.job import plan_job
 from packer.conversion.options import ConversionOptions
 from packer.errors import OutputError, OutputExistsError, ResumeError

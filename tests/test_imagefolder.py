@@ -90,7 +90,7 @@ def tv_other_files(directory: str, classes: list[str]) -> int:
     return count
 
 
-def samples_of(index: packer.FolderIndex) -> list[tuple[str, int]]:
+def samples_of(index: packer.SourceIndex) -> list[tuple[str, int]]:
     return [(index.path_of(item), item.label) for item in index.items]
 
 

@@ -13,13 +13,10 @@ from imagetools import dataset_snapshot, mixed_tree
 
 import packer
 from packer.cli import cli
-from packer.conversion import (
-    ConversionOptions,
-    dry_run,
-    plan_conversion,
-    run_conversion,
-    run_conversion_task,
-)
+from packer.conversion.array_run import run_conversion_task
+from packer.conversion.dryrun import dry_run, plan_conversion
+from packer.conversion.options import ConversionOptions
+from packer.conversion.run import run_conversion
 from packer.errors import UnknownNameError
 from packer.format.backends import Backend
 

@@ -62,7 +62,7 @@ def gc(dst: str, keep_versions: int, dry_run: bool) -> None:
     A training job still reading a removed version keeps the files it has open; a worker it
     starts afterwards fails with a clear error. Keep versions that running jobs use.
     """
-    from packer.store import is_url
+    from packer.store.urls import is_url
 
     if is_url(dst):
         from packer.cli.formatting.remote import format_remote_gc

@@ -1,4 +1,4 @@
-"""Layer 3, the job: turn a source tree into a packed dataset, crash-safely, on any engine.
+"""Layer 3, the job: turn a source into a packed dataset, crash-safely, on any engine.
 
 :func:`convert` (:mod:`~packer.conversion.run`) checks DST (:mod:`~packer.conversion.destination`),
 scans and plans (:mod:`~packer.conversion.job`, built from one :class:`ConversionOptions`), writes
@@ -6,8 +6,13 @@ shards on an engine (:mod:`~packer.conversion.execution`, :mod:`~packer.conversi
 commits the manifest (:mod:`~packer.conversion.merging`). Array tasks
 (:mod:`~packer.conversion.array_run`) write shares of the shards that :func:`merge` joins.
 :func:`update` (:mod:`~packer.conversion.updating`) writes a new version of a dataset from its
-changed source, and :func:`collect_garbage` (:mod:`~packer.conversion.gc`) deletes old versions.
+changed source, :func:`upgrade` (:mod:`~packer.conversion.upgrading`) makes a 0.1 dataset
+updatable, and :func:`collect_garbage` (:mod:`~packer.conversion.gc`) deletes old versions.
 Never imports :mod:`packer.read`. Names are imported on first use.
+
+This namespace exports only the public names homed here (the same objects as ``packer.<name>``);
+the lifecycle of DST, array-job parsing and the ``run_*`` entry points of the command line are
+internal.
 """
 
 from __future__ import annotations
@@ -17,31 +22,40 @@ from typing import TYPE_CHECKING
 from packer.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from packer.conversion.array_run import TaskResult, convert_task, run_conversion_task
-    from packer.conversion.arrayjob import ArrayTask, array_task
-    from packer.conversion.destination import Destination, DestinationState
-    from packer.conversion.dryrun import ConversionPlan, PlannedShard, dry_run, plan_conversion
-    from packer.conversion.engines import ENGINES, Engine, ExecutorEngine, LocalEngine, open_engine
+    from packer.conversion.array_run import TaskResult, convert_task
+    from packer.conversion.dryrun import ConversionPlan, plan_conversion
+    from packer.conversion.engines import Engine, ExecutorEngine, LocalEngine, open_engine
     from packer.conversion.gc import GcResult, collect_garbage
     from packer.conversion.merging import MergeResult, merge
-    from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
-    from packer.conversion.run import ConversionResult, convert, run_conversion
+    from packer.conversion.options import ConversionOptions
+    from packer.conversion.run import ConversionResult, convert
     from packer.conversion.updating import UpdateResult, update
+    from packer.conversion.upgrading import UpgradeResult, upgrade
 
-__all__ = ["ArrayTask", "ConversionOptions", "ConversionPlan", "ConversionResult",
-           "DEFAULT_SHARD_SIZE", "Destination", "DestinationState", "ENGINES", "Engine",
-           "ExecutorEngine", "GcResult", "LocalEngine", "MergeResult", "PlannedShard", "TaskResult",
-           "UpdateResult", "array_task", "collect_garbage", "convert", "convert_task", "dry_run",
-           "merge", "open_engine", "plan_conversion", "run_conversion", "run_conversion_task", "update"]
+__all__ = ["ConversionOptions", "ConversionPlan", "ConversionResult", "Engine", "ExecutorEngine",
+           "GcResult", "LocalEngine", "MergeResult", "TaskResult", "UpdateResult", "UpgradeResult",
+           "collect_garbage", "convert", "convert_task", "merge", "open_engine", "plan_conversion",
+           "update", "upgrade"]
+_INTERNAL = "it is internal to packer's command line; use packer.convert() and its keywords instead"
 __getattr__, __dir__ = lazy_exports(__name__, {
-    ".run": ["ConversionResult", "convert", "run_conversion"],
-    ".array_run": ["TaskResult", "convert_task", "run_conversion_task"],
-    ".options": ["ConversionOptions", "DEFAULT_SHARD_SIZE"],
-    ".dryrun": ["ConversionPlan", "PlannedShard", "dry_run", "plan_conversion"],
+    ".run": ["ConversionResult", "convert"],
+    ".array_run": ["TaskResult", "convert_task"],
+    ".options": ["ConversionOptions"],
+    ".dryrun": ["ConversionPlan", "plan_conversion"],
     ".merging": ["MergeResult", "merge"],
     ".updating": ["UpdateResult", "update"],
+    ".upgrading": ["UpgradeResult", "upgrade"],
     ".gc": ["GcResult", "collect_garbage"],
-    ".destination": ["Destination", "DestinationState"],
-    ".arrayjob": ["ArrayTask", "array_task"],
-    ".engines": ["ENGINES", "Engine", "ExecutorEngine", "LocalEngine", "open_engine"],
-}, __all__)
+    ".engines": ["Engine", "ExecutorEngine", "LocalEngine", "open_engine"],
+}, __all__, deprecated={
+    "ArrayTask": (".arrayjob", _INTERNAL),
+    "array_task": (".arrayjob", _INTERNAL),
+    "Destination": (".destination", "DST's lifecycle is internal; convert(), update() and merge() run it"),
+    "DestinationState": (".destination", "DST's lifecycle is internal"),
+    "DEFAULT_SHARD_SIZE": (".options", "it is ConversionOptions().shard_size"),
+    "ENGINES": (".engines", "open an engine with packer.open_engine(name), or pass an Engine"),
+    "PlannedShard": (".dryrun", "it is the type of ConversionPlan.shards"),
+    "dry_run": (".dryrun", "use packer.plan_conversion(src, options=...)"),
+    "run_conversion": (".run", "use packer.convert(src, dst, options=...)"),
+    "run_conversion_task": (".array_run", "use packer.convert_task(src, dst, options=...)"),
+})

@@ -11,41 +11,24 @@ from typing import TYPE_CHECKING
 from packer.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from packer.format.backends import (
-        Backend,
-        ShardReader,
-        ShardWriter,
-        backend_names,
-        get_backend,
-        register_backend,
-    )
-    from packer.format.codecs import Codec, codec_class, codec_names, get_codec, register_codec
-    from packer.format.manifest import (
-        FORMAT_VERSION,
-        IN_PROGRESS_NAME,
-        MANIFEST_NAME,
-        FileEntry,
-        Manifest,
-        ScanInfo,
-        ShardEntry,
-        SkippedFile,
-    )
-    from packer.format.sample_index import INDEX_FILES, SampleIndex
-    from packer.format.shardset import ShardSet
+    from packer.format.backends import Backend, ShardReader, ShardWriter, backend_names, register_backend
+    from packer.format.codecs import Codec, codec_names, register_codec
+    from packer.format.manifest import Manifest
 
-__all__ = ["Backend", "Codec", "FORMAT_VERSION", "FileEntry", "INDEX_FILES", "IN_PROGRESS_NAME",
-           "MANIFEST_NAME", "Manifest", "SampleIndex", "ScanInfo", "ShardEntry", "ShardReader",
-           "ShardSet", "ShardWriter", "SkippedFile", "backend_names", "codec_class", "codec_names",
-           "get_backend", "get_codec", "register_backend", "register_codec"]
+__all__ = ["Backend", "Codec", "Manifest", "ShardReader", "ShardWriter", "backend_names", "codec_names",
+           "register_backend", "register_codec"]
+_INTERNAL = "it is internal (its module may change in any release)"
 __getattr__, __dir__ = lazy_exports(__name__, {
-    ".manifest": [
-        "FORMAT_VERSION", "FileEntry", "IN_PROGRESS_NAME", "MANIFEST_NAME", "Manifest", "ScanInfo",
-        "ShardEntry", "SkippedFile",
-    ],
-    ".sample_index": ["INDEX_FILES", "SampleIndex"],
-    ".shardset": ["ShardSet"],
-    ".backends": [
-        "Backend", "ShardReader", "ShardWriter", "backend_names", "get_backend", "register_backend",
-    ],
-    ".codecs": ["Codec", "codec_class", "codec_names", "get_codec", "register_codec"],
-}, __all__)
+    ".manifest": ["Manifest"],
+    ".backends": ["Backend", "ShardReader", "ShardWriter", "backend_names", "register_backend"],
+    ".codecs": ["Codec", "codec_names", "register_codec"],
+}, __all__, deprecated={
+    **{name: (".manifest", _INTERNAL) for name in (
+        "FORMAT_VERSION", "FileEntry", "IN_PROGRESS_NAME", "MANIFEST_NAME", "ScanInfo", "ShardEntry",
+        "SkippedFile")},
+    "INDEX_FILES": (".sample_index", _INTERNAL),
+    "SampleIndex": (".sample_index", _INTERNAL),
+    "ShardSet": (".shardset", _INTERNAL),
+    "get_backend": (".backends", "choose a backend by name (to='lmdb')"),
+    **{name: (".codecs", _INTERNAL) for name in ("codec_class", "get_codec")},
+})

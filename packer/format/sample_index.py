@@ -36,8 +36,8 @@ import numpy as np
 
 from packer.format.access import DatasetAccess, LocalAccess
 from packer.format.manifest import FileEntry, Manifest
-from packer.store import LocalStore
 from packer.store.durable import atomic_write_bytes
+from packer.store.local import LocalStore
 
 __all__ = ["INDEX_FILES", "METADATA_FILES", "SAMPLES_DIR", "SampleIndex",
            "estimate_index_bytes", "write_sample_index"]

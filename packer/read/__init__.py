@@ -12,36 +12,29 @@ from packer.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from packer.read.baseline import ImageFolderDataset
-    from packer.read.batching import BatchSample, reuse_batch_memory
     from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
     from packer.read.loader import LoaderSettings, loader_settings, make_loader
     from packer.read.readahead import ReadAheadSampler
-    from packer.read.samplers import SeededRandomSampler, ShardAwareSampler
-    from packer.read.speedups import accelerators
-    from packer.read.transforms import (
-        IMAGENET_MEAN,
-        IMAGENET_STD,
-        BatchTransform,
-        CenterCropResize,
-        Normalize,
-        RandomResizedCropFlip,
-    )
+    from packer.read.samplers import ShardAwareSampler
+    from packer.read.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
 
-__all__ = ["BatchSample", "BatchTransform", "CenterCropResize", "HDF5ImageDataset", "IMAGENET_MEAN",
-           "IMAGENET_STD", "ImageFolderDataset", "LMDBImageDataset", "LoaderSettings", "Normalize",
-           "PackedImageDataset", "RandomResizedCropFlip", "ReadAheadSampler", "SeededRandomSampler",
-           "ShardAwareSampler", "accelerators", "loader_settings", "make_loader", "open_dataset",
-           "reuse_batch_memory"]
+__all__ = ["CenterCropResize", "HDF5ImageDataset", "ImageFolderDataset", "LMDBImageDataset", "LoaderSettings",
+           "Normalize", "PackedImageDataset", "RandomResizedCropFlip", "ReadAheadSampler",
+           "ShardAwareSampler", "loader_settings", "make_loader", "open_dataset"]
+_INTERNAL = "it is internal (its module may change in any release)"
 __getattr__, __dir__ = lazy_exports(__name__, {
     ".datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"],
     ".baseline": ["ImageFolderDataset"],
-    ".samplers": ["SeededRandomSampler", "ShardAwareSampler"],
+    ".samplers": ["ShardAwareSampler"],
     ".readahead": ["ReadAheadSampler"],
     ".loader": ["LoaderSettings", "loader_settings", "make_loader"],
-    ".transforms": [
-        "BatchTransform", "CenterCropResize", "IMAGENET_MEAN", "IMAGENET_STD", "Normalize",
-        "RandomResizedCropFlip",
-    ],
-    ".batching": ["BatchSample", "reuse_batch_memory"],
-    ".speedups": ["accelerators"],
-}, __all__)
+    ".transforms": ["CenterCropResize", "Normalize", "RandomResizedCropFlip"],
+}, __all__, deprecated={
+    "SeededRandomSampler": (".samplers", _INTERNAL),
+    "BatchTransform": (".transforms", _INTERNAL),
+    "IMAGENET_MEAN": (".transforms", "Normalize() defaults to it"),
+    "IMAGENET_STD": (".transforms", "Normalize() defaults to it"),
+    "BatchSample": (".batching", _INTERNAL),
+    "reuse_batch_memory": (".batching", "make_loader() sets it up"),
+    "accelerators": (".speedups", _INTERNAL),
+})

@@ -20,7 +20,8 @@ from packer.errors import SourceNotFoundError
 from packer.registry import Lazy, Registry
 from packer.source.base import Source, SourceOptions
 
-__all__ = ["ARCHIVE_SUFFIXES", "SOURCES", "detect_kind", "expand_pattern", "open_source"]
+__all__ = ["ARCHIVE_SUFFIXES", "SOURCES", "detect_kind", "expand_pattern", "open_source", "register_source",
+           "source_names"]
 
 #: Every kind of source, by the name ``--source-format`` takes.
 SOURCES: Registry[type[Source]] = Registry("source format", {
@@ -30,6 +31,25 @@ SOURCES: Registry[type[Source]] = Registry("source format", {
     "webdataset": "packer.source.webdataset:WebDatasetSource",
     "parquet": Lazy("packer.source.parquet:ParquetSource", "parquet"),
 }, hint="Name one with --source-format, or leave it out to detect it.")
+
+
+
+def source_names() -> tuple[str, ...]:
+    """Every kind of source, built-ins first (the choices of ``SourceOptions.format``)."""
+    return SOURCES.names(sort=False)
+
+
+def register_source(name: str, source: type[Source], *, replace: bool = False) -> None:
+    """Add a kind of source under ``name`` (a plugin; see the contract in :mod:`packer.testing`).
+
+    Registered kinds are chosen by name (``SourceOptions(format=name)``); detection only knows
+    the built-in kinds.
+
+    Raises:
+        ValueError: the name is taken and ``replace`` is off.
+    """
+    SOURCES.register(name, source, replace=replace)
+
 
 #: File names an archive of a tree may have.
 ARCHIVE_SUFFIXES: Final = (".tar", ".tar.gz", ".tgz", ".zip")

@@ -13,15 +13,18 @@ from packer.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from packer.store.base import Store
-    from packer.store.cache import CacheInfo, NodeCache, default_cache_dir
-    from packer.store.local import LocalStore
-    from packer.store.urls import STORES, is_url, open_store
+    from packer.store.cache import CacheInfo, NodeCache
+    from packer.store.urls import open_store, register_store, store_schemes
 
-__all__ = ["CacheInfo", "LocalStore", "NodeCache", "STORES", "Store", "default_cache_dir", "is_url",
-           "open_store"]
+__all__ = ["CacheInfo", "NodeCache", "Store", "open_store", "register_store", "store_schemes"]
+_INTERNAL = "it is internal (its module may change in any release)"
 __getattr__, __dir__ = lazy_exports(__name__, {
     ".base": ["Store"],
-    ".local": ["LocalStore"],
-    ".urls": ["STORES", "is_url", "open_store"],
-    ".cache": ["CacheInfo", "NodeCache", "default_cache_dir"],
-}, __all__)
+    ".urls": ["open_store", "register_store", "store_schemes"],
+    ".cache": ["CacheInfo", "NodeCache"],
+}, __all__, deprecated={
+    "LocalStore": (".local", "open a path with packer.open_store(path)"),
+    "STORES": (".urls", "use packer.store_schemes() and packer.register_store()"),
+    "default_cache_dir": (".cache", "NodeCache().directory is the cache in use"),
+    "is_url": (".urls", _INTERNAL),
+})

@@ -11,7 +11,7 @@ from packer.registry import Lazy, Registry
 from packer.store.base import Store
 from packer.store.local import LocalStore
 
-__all__ = ["STORES", "is_url", "open_store"]
+__all__ = ["STORES", "is_url", "open_store", "register_store", "store_schemes"]
 
 #: Store class of each URL scheme (``file`` and plain paths: :class:`LocalStore`).
 STORES: Registry[type[Store]] = Registry("storage URL scheme", {
@@ -37,6 +37,22 @@ def scheme_of(location: str | os.PathLike[str]) -> str:
 def is_url(location: str | os.PathLike[str]) -> bool:
     """Whether ``location`` is a URL of a remote store (not a path, not ``file://``)."""
     return scheme_of(location) != "file"
+
+
+def store_schemes() -> tuple[str, ...]:
+    """Every URL scheme a store serves (``file`` is a local path)."""
+    return STORES.names()
+
+
+def register_store(scheme: str, store: type[Store], *, replace: bool = False) -> None:
+    """Serve ``scheme://`` URLs with ``store`` (a plugin; see the contract in :mod:`packer.testing`).
+
+    ``store(url, storage_options)`` must open the URL; the class pickles as its URL and options.
+
+    Raises:
+        ValueError: the scheme is taken and ``replace`` is off.
+    """
+    STORES.register(scheme.lower(), store, replace=replace)
 
 
 def open_store(location: str | os.PathLike[str] | Store,

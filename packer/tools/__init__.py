@@ -14,28 +14,38 @@ from packer.lazy import lazy_exports
 if TYPE_CHECKING:
     from packer.tools.bench import BenchReport
     from packer.tools.demo import DemoReport, run_demo
-    from packer.tools.demo_tree import make_demo_tree
     from packer.tools.export import ExportResult, export_dataset
+    from packer.tools.findings import Problem, VerifyReport
     from packer.tools.info import dataset_info
     from packer.tools.preview import ContactSheet, make_contact_sheet, write_contact_sheet
-    from packer.tools.profiling import LoadProfile, profile_loading
+    from packer.tools.publish import (
+        PushResult,
+        RemoteGcResult,
+        collect_remote_garbage,
+        pull_dataset,
+        push_dataset,
+    )
     from packer.tools.show import SampleInfo, sample_bytes, sample_info, save_sample
-    from packer.tools.tuning import sweep
-    from packer.tools.verify import Problem, VerifyReport, verify_dataset
+    from packer.tools.verify import verify_dataset
 
-__all__ = ["BenchReport", "ContactSheet", "DemoReport", "ExportResult", "LoadProfile", "Problem",
-           "SampleInfo", "VerifyReport", "dataset_info", "export_dataset",
-           "make_contact_sheet", "make_demo_tree", "profile_loading", "run_demo", "sample_bytes",
-           "sample_info", "save_sample", "sweep", "verify_dataset", "write_contact_sheet"]
+__all__ = ["BenchReport", "ContactSheet", "DemoReport", "ExportResult", "Problem", "PushResult",
+           "RemoteGcResult", "SampleInfo", "VerifyReport", "collect_remote_garbage", "dataset_info",
+           "export_dataset", "make_contact_sheet", "pull_dataset", "push_dataset", "run_demo",
+           "sample_bytes", "sample_info", "save_sample", "verify_dataset", "write_contact_sheet"]
+_INTERNAL = "it is internal (its module may change in any release)"
 __getattr__, __dir__ = lazy_exports(__name__, {
     ".info": ["dataset_info"],
-    ".verify": ["Problem", "VerifyReport", "verify_dataset"],
+    ".verify": ["verify_dataset"],
+    ".findings": ["Problem", "VerifyReport"],
     ".show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
     ".export": ["ExportResult", "export_dataset"],
     ".preview": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
+    ".publish": ["PushResult", "RemoteGcResult", "collect_remote_garbage", "pull_dataset", "push_dataset"],
     ".bench": ["BenchReport"],
-    ".tuning": ["sweep"],
-    ".profiling": ["LoadProfile", "profile_loading"],
     ".demo": ["DemoReport", "run_demo"],
-    ".demo_tree": ["make_demo_tree"],
-}, __all__)
+}, __all__, deprecated={
+    "LoadProfile": (".profiling", _INTERNAL),
+    "profile_loading": (".profiling", _INTERNAL),
+    "sweep": (".tuning", _INTERNAL),
+    "make_demo_tree": (".demo_tree", _INTERNAL),
+})

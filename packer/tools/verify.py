@@ -39,8 +39,8 @@ from packer.format.codecs import Codec, get_codec
 from packer.format.manifest import MANIFEST_NAME, FileEntry, Manifest, ShardEntry
 from packer.format.sample_index import INDEX_FILES, SampleIndex
 from packer.source.imagecheck import UndecodableImage, decoder_failures
-from packer.store import is_url
 from packer.store.durable import sha256_file
+from packer.store.urls import is_url
 from packer.tools.against import SourceComparison, keeps_source_bytes, safe_relpath
 from packer.tools.findings import MAX_LISTED, Findings, Problem, VerifyReport
 from packer.tools.publish import pull_dataset

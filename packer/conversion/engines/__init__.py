@@ -23,16 +23,18 @@ from typing import TYPE_CHECKING
 from packer.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from packer.conversion.engines.base import Engine, Progress, ProgressChannel
+    from packer.conversion.engines.base import Engine, Progress
     from packer.conversion.engines.executor import ExecutorEngine
     from packer.conversion.engines.local import LocalEngine
-    from packer.conversion.engines.select import ENGINES, open_engine
+    from packer.conversion.engines.select import open_engine
 
-__all__ = ["ENGINES", "Engine", "ExecutorEngine", "LocalEngine", "Progress", "ProgressChannel",
-           "open_engine"]
+__all__ = ["Engine", "ExecutorEngine", "LocalEngine", "Progress", "open_engine"]
 __getattr__, __dir__ = lazy_exports(__name__, {
-    ".base": ["Engine", "Progress", "ProgressChannel"],
+    ".base": ["Engine", "Progress"],
     ".executor": ["ExecutorEngine"],
     ".local": ["LocalEngine"],
-    ".select": ["ENGINES", "open_engine"],
-}, __all__)
+    ".select": ["open_engine"],
+}, __all__, deprecated={
+    "ENGINES": (".select", "open an engine with packer.open_engine(name), or pass an Engine object"),
+    "ProgressChannel": (".base", "it is internal to the Dask engine"),
+})
