@@ -1,4 +1,10 @@
-"""The runnable examples: each runs end to end here, with stand-ins for what a laptop lacks."""
+"""The runnable examples: each runs end to end here, with stand-ins for what a laptop lacks.
+
+The Python examples run as ``python examples/NAME ARGS`` would, but in this test process
+(:func:`inprocess.run_file`): a fresh interpreter importing torch per run cost more than the
+runs themselves. What needs processes of its own keeps them: the shell scripts, and
+``torchrun`` with two ranks.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from types import ModuleType
 import pytest
 import torch
 from imagetools import jpeg_bytes, write_tree
+from inprocess import run_file_ok
 
 import packer
 from packer.format.manifest import MANIFEST_NAME
@@ -127,10 +134,8 @@ def test_checkpoints_are_written_atomically(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("options", [[], ["--fast", "--sampler", "shard"]])
 def test_train_classifier_smoke(tmp_path: Path, options: list[str]) -> None:
-    result = subprocess.run([sys.executable, str(EXAMPLES / "train_classifier.py"), "--smoke", *options],
-                            cwd=tmp_path, env=_clean_env(tmp_path), capture_output=True, text=True,
-                            timeout=120, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_file_ok(EXAMPLES / "train_classifier.py", "--smoke", *options, cwd=tmp_path,
+                         env=_clean_env(tmp_path))
     assert result.stdout.rstrip().endswith("smoke OK")
     assert "resumed from" in result.stdout and "at epoch 1" in result.stdout
     assert ("fast path" if options else "PIL transforms") in result.stdout
@@ -198,15 +203,8 @@ def test_train_minimal_trains_on_a_packed_dataset(tmp_path: Path) -> None:
             for n, cls in enumerate(("ant", "bee", "cat")) for i in range(4)}
     dst = tmp_path / "packed"
     packer.convert(write_tree(tmp_path / "src", spec), dst, to="hdf5", workers=1)
-    env = _clean_env(tmp_path)
-    # This checkout's packer, however packer is installed (as `python examples/...` from the repository).
-    inherited = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([str(EXAMPLES.parent), *inherited])
-    command = [sys.executable, str(EXAMPLES / "train_minimal.py"), str(dst), "--epochs", "1",
-               "--batch-size", "4", "--workers", "1", "--size", "16"]
-    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=150,
-                            check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_file_ok(EXAMPLES / "train_minimal.py", dst, "--epochs", "1", "--batch-size", "4",
+                         "--workers", "1", "--size", "16", cwd=tmp_path, env=_clean_env(tmp_path))
     assert "'ant', 'bee', 'cat'" in result.stdout
     epoch = re.search(r"^epoch 0: loss (\S+), train accuracy (\S+)%, \d+ images/s$", result.stdout, re.M)
     assert epoch, result.stdout

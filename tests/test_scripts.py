@@ -1,7 +1,13 @@
 """Every benchmark under scripts/ runs end to end on a tiny generated tree, so a refactor that
-breaks one fails here. Smoke tests: each script runs as users run it (its own process, from its
-file), with the smallest settings it has; the figures are not judged, only that the script
-finishes and reports what it says it reports."""
+breaks one fails here. Smoke tests, with the smallest settings each script has; the figures are
+not judged, only that the script finishes and reports what it says it reports.
+
+Each script runs as ``python scripts/NAME ARGS`` would, but in this test process
+(:func:`inprocess.run_file`): a fresh interpreter importing torch per script cost more than most
+of these runs. The processes a script starts on purpose (bench_ffcv's case per process,
+bench_memory's fresh processes) are still started. One script, faultproxy.py, also runs as its
+own process, which keeps the scripts' ``python FILE`` entry covered end to end.
+"""
 
 from __future__ import annotations
 
@@ -12,20 +18,30 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from imagetools import jpeg_bytes, write_tree
+from inprocess import Ran, run_file, run_file_ok
 
 import packer
+from packer.read import speedups
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
 
 
-def run_script(name: str, *args: object, cwd: Path, timeout: float = 150) -> subprocess.CompletedProcess[str]:
-    """Run ``scripts/<name>`` with this interpreter in ``cwd``; fail with its output unless it exits 0.
+def run_script(name: str, *args: object, cwd: Path) -> Ran:
+    """Run ``scripts/<name> ARGS`` in this process from ``cwd``; fail with its output unless it exits 0."""
+    return run_file_ok(SCRIPTS / name, *args, cwd=cwd)
+
+
+def run_script_process(name: str, *args: object, cwd: Path,
+                       timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``scripts/<name>`` in a fresh interpreter, as users run it; fail unless it exits 0.
 
     The checkout goes first on ``PYTHONPATH`` so that the script imports this working tree's
     packer (as ``python scripts/x.py`` from the repository does), however packer is installed.
@@ -58,11 +74,39 @@ def json_after(text: str, opening: str = "{") -> Any:
     return json.loads("\n".join(lines[start:]))
 
 
+def test_in_process_runs_put_the_process_back(tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent("""\
+        import os, sys, torch
+        print("argv", sys.argv[1:], "cwd", os.getcwd(), "first on path", sys.path[0])
+        print("warning", file=sys.stderr)
+        os.environ["PACKER_CHILD"] = "1"
+        os.chdir("/")
+        torch.set_num_threads(1)
+        torch.manual_seed(1)
+        sys.exit(int(sys.argv[1]))
+    """))
+    threads = torch.get_num_threads()
+    torch.manual_seed(0)
+    expected = torch.rand(2)
+    torch.manual_seed(0)
+    torch.rand(1)
+    work = tmp_path / "work"
+    work.mkdir()
+    ran = run_file(script, 3, "x", cwd=work, env={**os.environ, "ONLY_HERE": "1"})
+    assert ran.returncode == 3 and ran.stderr == "warning\n"
+    assert ran.stdout == f"argv ['3', 'x'] cwd {work} first on path {tmp_path}\n"
+    assert "PACKER_CHILD" not in os.environ and "ONLY_HERE" not in os.environ
+    assert os.getcwd() != "/" and torch.get_num_threads() == threads
+    assert torch.equal(torch.rand(1), expected[1:])  # the RNG goes on where it was, unseeded by the file
+
+
 def test_every_script_has_a_smoke_test() -> None:
     source = Path(__file__).read_text(encoding="utf-8")
     scripts = sorted(path.name for path in SCRIPTS.glob("*.py"))
     assert scripts, f"no scripts found under {SCRIPTS}"
-    untested = [name for name in scripts if f'run_script("{name}"' not in source]
+    untested = [name for name in scripts
+                if f'run_script("{name}"' not in source and f'run_script_process("{name}"' not in source]
     assert not untested, f"scripts without a smoke test in {Path(__file__).name}: {untested}"
 
 
@@ -113,7 +157,7 @@ def test_bench_ffcv_runs_its_packer_cases_without_ffcv(tmp_path: Path) -> None:
     cases = ["folder", "packer-std", "packer-fast-pixels256"]
     result = run_script("bench_ffcv.py", src, "--workdir", tmp_path / "work", "--reps", "1", "--epochs", "1",
                         "--workers", "0", "--batch-size", "4", "--max-reruns", "0",
-                        "--cases", *cases, "ffcv-raw256", "--json", out, cwd=tmp_path, timeout=200)
+                        "--cases", *cases, "ffcv-raw256", "--json", out, cwd=tmp_path)
     assert "FFCV is not importable here, so its cases are skipped" in result.stderr
     text = result.stdout
     assert "failed" not in text, result.stdout + result.stderr
@@ -150,7 +194,7 @@ def test_bench_memory(tmp_path: Path) -> None:
     work = tmp_path / "work"
     result = run_script("bench_memory.py", "--samples", "64", "--classes", "2", "--shard-samples", "32",
                         "--workers", "1", "--batch-size", "8", "--open-repeats", "1", "--workdir", work,
-                        cwd=tmp_path, timeout=200)
+                        cwd=tmp_path)
     text = result.stdout
     assert "packer bench_memory: 64 samples, 2 classes, backend lmdb, 1 workers" in text
     assert "; 2 shards" in text
@@ -168,7 +212,7 @@ def test_bench_read_without_slowfs(tmp_path: Path) -> None:
     # script refuses to compare sides of different sizes.
     src = tiny_tree(tmp_path / "src", broken=True)
     result = run_script("bench_read.py", src, "--workdir", tmp_path / "work", "--workers", "1",
-                        "--batch-size", "4", "--repeats", "1", "--json", cwd=tmp_path, timeout=200)
+                        "--batch-size", "4", "--repeats", "1", "--json", cwd=tmp_path)
     assert "skipping slowfs cases: no --slowfs given" in result.stderr
     text = result.stdout
     assert "workers=1 batch_size=4 repeats=1 limit=None" in text
@@ -213,6 +257,45 @@ def test_bench_transforms(tmp_path: Path) -> None:
     for kind in ("train", "eval"):
         speedup = rf"{kind} speedup: [\d.]+x per worker \(Normalize on a GPU\), [\d.]+x all on the CPU"
         assert re.search(speedup, text), text
+
+
+@pytest.mark.timeout(120)
+def test_bench_opencv(tmp_path: Path) -> None:
+    src = tiny_tree(tmp_path / "src")
+    options = ("--limit", "8", "--repeats", "1", "--batch", "4", "--size", "32", "--resize", "40")
+    result = run_script("bench_opencv.py", src, *options, "--json", cwd=tmp_path)
+    report = json.loads(result.stdout)
+    with_opencv = speedups.opencv() is not None
+    resamplers = ["opencv", "torch"] if with_opencv else ["torch"]
+    assert report["resamplers"] == resamplers
+    assert with_opencv or "OpenCV is not importable here: its rows are skipped" in result.stderr
+    assert report["images"] == 8 and report["median_size"] == [48, 40] and report["size"] == 32
+    # Without simplejpeg, "no extra" (Pillow decodes, torch resizes) is the torch column.
+    setups = resamplers + (["no extra"] if speedups.simplejpeg() is not None else [])
+    assert list(report["setups"]) == setups
+    for kind in ("train", "eval"):
+        assert list(report["transforms"][kind]) == setups
+        assert all(ms > 0 for ms in report["transforms"][kind].values())
+    # 32x32 crops of 48x40 images: many are enlarged on both axes.
+    assert report["enlarged_images"] > 0 and report["enlarged_share"] == report["enlarged_images"] / 8
+    enlarged = report["enlarged"]
+    assert set(enlarged["fused"]) == set(resamplers)
+    steps = enlarged["resize"]
+    assert list(steps) == [f"{r} (packer)" for r in resamplers] + ["torch plain bilinear", "pillow bilinear"]
+    assert steps["pillow bilinear"]["mad"] == 0 and steps["pillow bilinear"]["max"] == 0  # the reference
+    # Enlarging, torch's kernels follow Pillow's within rounding; a wrong box or flip is tens of levels off.
+    for name in ("torch (packer)", "torch plain bilinear"):
+        assert steps[name]["mad"] < 0.5 and steps[name]["max"] <= 2, (name, steps[name])
+    assert all(row["ms"] > 0 for row in steps.values())
+    for name, row in report["fidelity"].items():
+        assert row["train_enlarged"] < 1 and row["train"] < 2 and row["eval"] < 2, (name, row)
+
+    text = run_script("bench_opencv.py", src, *options, cwd=tmp_path).stdout
+    assert "8 images from" in text and "(median 48x40), output 32, resize 40, 1 interleaved repeats" in text
+    for label in ("train RandomResizedCropFlip", "eval CenterCropResize", "fused crop_resize on them"):
+        assert re.search(rf"^  {label} +[\d.]+ ", text, re.M), (label, text)
+    assert re.search(r"^  pillow bilinear +[\d.]+ +0\.00 +0$", text, re.M), text
+    assert re.search(r"^  torch +[\d.]+ / [\d.]+ / [\d.]+$", text, re.M), text
 
 
 @pytest.mark.slow
@@ -268,7 +351,7 @@ def test_bench_update(tmp_path: Path) -> None:
 
 
 def test_faultproxy(tmp_path: Path) -> None:
-    text = run_script("faultproxy.py", "--help", cwd=tmp_path).stdout
+    text = run_script_process("faultproxy.py", "--help", cwd=tmp_path).stdout
     assert "--upstream" in text and "--latency-ms" in text
 
 

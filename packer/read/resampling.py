@@ -5,10 +5,10 @@ with the shrink factor). The three resamplers, from fastest to closest:
 
 * ``"opencv"`` (the ``fast`` extra): OpenCV's bilinear ``INTER_LINEAR`` where the crop is
   enlarged on both axes (there Pillow's filter is plain bilinear too, and OpenCV's agrees within
-  rounding, at about half torch's cost), torch's kernel wherever it shrinks. OpenCV has no
-  filter that follows Pillow's when shrinking: ``INTER_LINEAR`` aliases (1.6 levels off on
-  average, even at shrink factors below 1.25), and ``INTER_AREA`` is a box filter, further off
-  (1.5 levels) and slower than torch's for non-integer factors (measured on photos).
+  rounding, at 0.35-0.4x of torch's cost: scripts/bench_opencv.py), torch's kernel wherever it
+  shrinks. OpenCV has no filter that follows Pillow's when shrinking: ``INTER_LINEAR`` aliases
+  (1.6 levels off on average, even at shrink factors below 1.25), and ``INTER_AREA`` is a box
+  filter, further off (1.5 levels) and slower than torch's for non-integer factors (measured on photos).
 * ``"torch"``: torch's antialiased bilinear ``uint8`` kernel, which follows Pillow's filter
   (within a level or two) at about half its cost. The default without the extra.
 * ``"pil"``: Pillow itself, sub-pixel crop box included (see :mod:`packer.read.crop_resize`).
