@@ -17,7 +17,16 @@ from packer.lazy import lazy_exports
 if TYPE_CHECKING:
     from packer.conversion.array_run import TaskResult, convert_task
     from packer.conversion.dryrun import ConversionPlan, plan_conversion
-    from packer.conversion.engines import Engine, ExecutorEngine, LocalEngine, Progress, open_engine
+    from packer.conversion.engines import (
+        Engine,
+        EngineRequest,
+        ExecutorEngine,
+        LocalEngine,
+        Progress,
+        engine_names,
+        open_engine,
+        register_engine,
+    )
     from packer.conversion.gc import GcResult, collect_garbage
     from packer.conversion.merging import MergeResult, merge
     from packer.conversion.options import ConversionOptions
@@ -46,6 +55,8 @@ if TYPE_CHECKING:
         PackerError,
         ResumeError,
         ShardError,
+        ShardWriteError,
+        SourceChangedError,
         SourceError,
         SourceNotFoundError,
         StoreError,
@@ -94,7 +105,10 @@ _HOMES = {
     "packer.conversion.updating": ["UpdateResult", "update"],
     "packer.conversion.upgrading": ["UpgradeResult", "upgrade"],
     "packer.conversion.gc": ["GcResult", "collect_garbage"],
-    "packer.conversion.engines": ["Engine", "ExecutorEngine", "LocalEngine", "Progress", "open_engine"],
+    "packer.conversion.engines": [
+        "Engine", "EngineRequest", "ExecutorEngine", "LocalEngine", "Progress", "engine_names", "open_engine",
+        "register_engine",
+    ],
     "packer.read.datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"],
     "packer.read.baseline": ["ImageFolderDataset"],
     "packer.read.loader": ["LoaderSettings", "loader_settings", "make_loader"],
@@ -129,8 +143,8 @@ _HOMES = {
         "ConversionInterrupted", "DatasetBusyError", "DatasetError", "EmptySourceError",
         "IncompleteDatasetError", "IntegrityError", "ManifestError", "MissingExtraError",
         "MissingShardsError", "NotADatasetError", "ObjectNotFoundError", "OutputError", "OutputExistsError",
-        "PackerError", "ResumeError", "ShardError", "SourceError", "SourceNotFoundError", "StoreError",
-        "StoreUnavailableError", "UnknownNameError", "VersionGoneError"
+        "PackerError", "ResumeError", "ShardError", "ShardWriteError", "SourceChangedError", "SourceError",
+        "SourceNotFoundError", "StoreError", "StoreUnavailableError", "UnknownNameError", "VersionGoneError",
     ],
 }
 __all__ = [
@@ -154,6 +168,7 @@ __all__ = [
     "DemoReport",
     "EmptySourceError",
     "Engine",
+    "EngineRequest",
     "ExecutorEngine",
     "ExportResult",
     "GcResult",
@@ -191,8 +206,10 @@ __all__ = [
     "ShardAwareSampler",
     "ShardError",
     "ShardReader",
+    "ShardWriteError",
     "ShardWriter",
     "Source",
+    "SourceChangedError",
     "SourceError",
     "SourceIndex",
     "SourceItem",
@@ -215,6 +232,7 @@ __all__ = [
     "convert",
     "convert_task",
     "dataset_info",
+    "engine_names",
     "export_dataset",
     "find_classes",
     "loader_settings",
@@ -231,6 +249,7 @@ __all__ = [
     "push_dataset",
     "register_backend",
     "register_codec",
+    "register_engine",
     "register_source",
     "register_store",
     "run_demo",

@@ -4,22 +4,26 @@
     ├── SourceError                      the input tree cannot be used
     │   ├── SourceNotFoundError          SRC does not exist or is no directory (+FileNotFoundError)
     │   ├── EmptySourceError             no class folders, or a class without images (+FileNotFoundError)
-    │   └── BadImageError                a file could not be packed (``strict``); ``path``, ``reason``
+    │   ├── BadImageError                a file could not be packed (``strict``); ``path``, ``reason``
+    │   └── SourceChangedError           ``upgrade()``: SRC no longer gives DST's samples; ``differing``
     ├── OutputError                      DST cannot be written as asked (read-only, disk full, ...)
     │   ├── OutputExistsError            DST is not empty, and neither resume nor overwrite (+FileExistsError)
+    │   ├── ShardWriteError              a shard could not be written: disk full, read-only, I/O
+    │   │                                error (+OSError: ``errno`` says which; ``path``)
     │   ├── ResumeError                  ``resume`` asked, but DST holds another source's or options' run
     │   ├── MissingShardsError           ``merge``: planned shards missing or damaged; ``missing`` names them
-    │   └── DatasetBusyError             another ``update`` or ``gc`` holds DST's lock
+    │   └── DatasetBusyError             another process writes DST (holds its lease); names it
     ├── ConversionError                  a conversion worker failed (killed, crashed, a bug)
-    │   └── ConversionInterrupted        Ctrl-C; finished shards are kept for ``--resume``
-    ├── UnknownNameError                 unknown backend or codec; lists the choices (+LookupError)
+    │   └── ConversionInterrupted        Ctrl-C; finished shards are kept for ``resume=True``
+    ├── UnknownNameError                 unknown backend, codec, engine, source or store scheme;
+    │                                    lists the choices (+LookupError)
     ├── MissingExtraError                an optional dependency is missing; names the extra (+ImportError)
     ├── DatasetError                     DST cannot be read as a packer dataset
     │   ├── NotADatasetError             no manifest and no sign of packer (+FileNotFoundError)
     │   ├── IncompleteDatasetError       a conversion into DST started and never finished
     │   ├── ManifestError                index.json is malformed or from a newer packer
-    │   ├── ShardError                   a shard file is missing, damaged or failed to write
-    │   └── VersionGoneError             a reader's pinned version was removed by ``gc``
+    │   ├── ShardError                   a shard file is missing, damaged or cannot be read
+    │   └── VersionGoneError             a reader's pinned version was removed by ``collect_garbage()``
     └── StoreError                       where a dataset lives (a URL, the node cache) fails us
         ├── ObjectNotFoundError          a URL's object or prefix is missing (+FileNotFoundError)
         │   └── BucketNotFoundError      the bucket (container) itself does not exist
@@ -29,11 +33,20 @@
         ├── IntegrityError               fetched bytes differ from the recorded size or digest, twice
         └── CacheError                   the node cache cannot hold what a read needs (+OSError)
 
-Every message says what happened, which path, and what to do about it. Programming errors
-(a wrong argument type, an index out of range) stay builtins.
+Every message says what happened, which path, and what to do about it, in the library's terms:
+an option is named as its keyword (``resume=True``), a function by its name (``update()``); the
+command line translates both to its flags and commands when it prints an error. Each kind of
+mistake has one family: whatever fails to write DST (a shard writer's full disk included) is an
+:class:`OutputError`, whatever fails to read it a :class:`DatasetError`. Programming errors (a
+wrong argument type, an index out of range) stay builtins.
+
+Every exception here pickles and unpickles as itself, with its fields and notes, so an error
+raised in a worker process (local or on a cluster) reaches the caller with its own type.
 """
 
 from __future__ import annotations
+
+from typing import Any, ClassVar
 
 __all__ = [
     "BadImageError",
@@ -52,6 +65,8 @@ __all__ = [
     "PackerError",
     "ResumeError",
     "ShardError",
+    "ShardWriteError",
+    "SourceChangedError",
     "SourceError",
     "SourceNotFoundError",
     "UnknownNameError",
@@ -73,6 +88,20 @@ class PackerError(Exception):
     """
 
     exit_code: int = 1
+    #: The keyword-only fields the constructor takes after the message (pickled by name).
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default pickles ``args`` only, so keyword-only fields (and an OSError's errno)
+        # would be lost or fail to unpickle: rebuild from the message and the fields.
+        fields = {name: getattr(self, name) for name in self._fields}
+        state = {key: value for key, value in vars(self).items() if key not in fields}
+        return (_rebuild, (type(self), self.args[0] if self.args else "", fields), state or None)
+
+
+def _rebuild(cls: type[PackerError], message: str, fields: dict[str, Any]) -> PackerError:
+    """Unpickle a :class:`PackerError` (see its ``__reduce__``)."""
+    return cls(message, **fields)
 
 
 class SourceError(PackerError):
@@ -90,10 +119,27 @@ class EmptySourceError(SourceError, FileNotFoundError):
 class BadImageError(SourceError):
     """One source file cannot be packed; raised instead of skipping it under ``strict``."""
 
+    _fields = ("path", "reason")
+
     def __init__(self, message: str, *, path: str, reason: str) -> None:
         super().__init__(message)
         self.path = path
         self.reason = reason
+
+
+class SourceChangedError(SourceError):
+    """SRC no longer gives the samples of the dataset ``upgrade()`` was asked to upgrade.
+
+    ``differing`` names the first (up to 1000) files that differ, in sample order, each as
+    ``"path (what)"``; ``count`` is how many differ in all. Nothing was written.
+    """
+
+    _fields = ("differing", "count")
+
+    def __init__(self, message: str, *, differing: list[str], count: int) -> None:
+        super().__init__(message)
+        self.differing = differing
+        self.count = count
 
 
 class OutputError(PackerError):
@@ -106,6 +152,21 @@ class OutputExistsError(OutputError, FileExistsError):
     exit_code = 3
 
 
+class ShardWriteError(OutputError, OSError):
+    """A shard file could not be written: the disk is full, read-only, or failed (I/O error).
+
+    Also an :class:`OSError` whose ``errno`` is the cause's (``errno.ENOSPC`` for a full disk;
+    None when the storage library did not say); ``path`` is the file being written.
+    """
+
+    _fields = ("errno", "path")
+
+    def __init__(self, message: str, *, errno: int | None = None, path: str = "") -> None:
+        super().__init__(message)
+        self.errno = errno  # set after: OSError reads an errno only from several arguments
+        self.path = path
+
+
 class ResumeError(OutputError):
     """``resume`` was asked, but DST holds a run of another source tree or other options."""
 
@@ -113,20 +174,16 @@ class ResumeError(OutputError):
 class MissingShardsError(OutputError):
     """``merge`` found planned shards missing, unfinished or damaged (``missing``: their names)."""
 
+    _fields = ("missing",)
+
     def __init__(self, message: str, *, missing: list[str]) -> None:
         super().__init__(message)
         self.missing = missing
 
-    def __reduce__(self) -> tuple[object, ...]:  # keyword-only fields: pickle by hand
-        return (_rebuild_missing_shards, (str(self), self.missing))
-
 
 class DatasetBusyError(OutputError):
-    """Another ``packer update`` or ``packer gc`` is running on DST (it holds DST's lock)."""
-
-
-def _rebuild_missing_shards(message: str, missing: list[str]) -> MissingShardsError:
-    return MissingShardsError(message, missing=missing)
+    """Another process writes DST (a conversion, merge, update, gc or push holds its lease, or
+    array tasks run); the message names it: command, host, pid, since and until when."""
 
 
 class ConversionError(PackerError):
@@ -140,7 +197,7 @@ class ConversionInterrupted(ConversionError):
 
 
 class UnknownNameError(PackerError, LookupError):
-    """A backend or codec name that is not registered."""
+    """A name that is not registered (backend, codec, engine, source kind, store scheme)."""
 
 
 class MissingExtraError(PackerError, ImportError):
@@ -164,11 +221,13 @@ class ManifestError(DatasetError):
 
 
 class ShardError(DatasetError):
-    """A shard file is missing, damaged, or could not be written."""
+    """A shard file is missing, damaged, or cannot be read (writing one fails with
+    :class:`ShardWriteError`)."""
 
 
 class VersionGoneError(DatasetError):
-    """The version a reader opened was removed by ``packer gc`` before the reader reopened it."""
+    """The version a reader opened was removed by ``collect_garbage()`` before the reader
+    reopened it."""
 
 
 class StoreError(PackerError):

@@ -2,13 +2,17 @@
 
 Modelled on fsspec's ``registry.py``: built-in names map to an import path (``"module:attr"``),
 imported on first use so ``import packer`` stays light, plus the extra to install when that
-import fails; plugins register objects directly. An unknown name lists the choices; a missing
-optional dependency names the ``pip install`` line that brings it.
+import fails; plugins register objects directly, or declare an entry point in the registry's
+group (``packer.backends``, ...), which every process finds, spawned workers included. An
+unknown name lists the choices; a missing optional dependency names the ``pip install`` line that
+brings it.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -18,6 +22,7 @@ from packer.errors import MissingExtraError, UnknownNameError
 __all__ = ["Lazy", "Registry"]
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 #: The distribution users install (``pip install packer-shards[extra]``).
 _DISTRIBUTION = "packer-shards"
@@ -38,22 +43,41 @@ class Registry(Generic[T]):
         kind: What the names name, for messages.
         builtins: Name -> :class:`Lazy` (or a plain ``"module:attr"`` text).
         hint: A sentence added to the unknown-name error (say, how to get newer names).
+        entry_points: The entry-point group installed plugins declare their names in
+            (``[project.entry-points."packer.backends"] mine = "my_pkg.backend:BACKEND"``); read
+            the first time a name is looked up. A built-in or registered name wins over one.
     """
 
     def __init__(self, kind: str, builtins: Mapping[str, Lazy | str] | None = None, *,
-                 hint: str = "") -> None:
+                 hint: str = "", entry_points: str | None = None) -> None:
         self.kind = kind
         self.hint = hint
+        self.entry_points = entry_points
         self._lazy: dict[str, Lazy] = {name: Lazy(spec) if isinstance(spec, str) else spec
                                        for name, spec in (builtins or {}).items()}
         self._loaded: dict[str, T] = {}
+        self._discovered = entry_points is None
+
+    def _discover(self) -> None:
+        """Add the names installed plugins declare in the entry-point group (once)."""
+        if self._discovered:
+            return
+        self._discovered = True
+        for point in importlib.metadata.entry_points(group=self.entry_points or ""):
+            if point.name in self._lazy or point.name in self._loaded:
+                _log.debug("%s %r from %s is shadowed by a built-in or registered one",
+                           self.kind, point.name, point.value)
+                continue
+            self._lazy[point.name] = Lazy(f"{point.module}:{point.attr}")
 
     def names(self, *, sort: bool = True) -> tuple[str, ...]:
         """Names of every registered implementation: sorted, or built-ins first in their order."""
+        self._discover()
         names = dict.fromkeys([*self._lazy, *self._loaded])
         return tuple(sorted(names) if sort else names)
 
     def __contains__(self, name: object) -> bool:
+        self._discover()
         return name in self._lazy or name in self._loaded
 
     def get(self, name: str) -> T:
@@ -65,6 +89,7 @@ class Registry(Generic[T]):
         """
         if name in self._loaded:
             return self._loaded[name]
+        self._discover()
         spec = self._lazy.get(name)
         if spec is None:
             hint = f". {self.hint}" if self.hint else ""

@@ -74,7 +74,7 @@ from packer.cpus import available_cpus
 from packer.format.sample_index import SampleIndex
 
 SCENARIOS = ("a-added", "b-removed", "c-changed", "d-new-class", "e-added-1pct")
-LOCK_NAME = ".packer-lock"  # opened for flock by update and gc: never shared between copies
+LOCK_NAME = ".packer-lease"  # a running writer's lease folder: never shared between copies
 VOLATILE = ("created_at", "version", "last_update")  # manifest fields an update may differ in
 FLIPS = (Image.Transpose.FLIP_LEFT_RIGHT, Image.Transpose.FLIP_TOP_BOTTOM, Image.Transpose.ROTATE_180)
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: the ``backend`` parametrization, tree factories and a packed dataset.
+"""Shared fixtures: the ``backend`` and ``codec`` parametrizations, tree factories and a packed
+dataset. The contract suites of every implementation are tests/test_contracts.py.
 
 Every image is generated into ``tmp_path``; nothing binary is checked in.
 """
@@ -19,17 +20,25 @@ from imagetools import Entry, standard_spec, write_tree
 
 import packer
 from packer.format.backends import Backend, backend_names, get_backend
+from packer.format.codecs import Codec, codec_names, get_codec
 
 MakeTree = Callable[..., Path]
 
-#: Real S3 and HTTP servers on 127.0.0.1 for the remote-storage tests (tests/remote_fixtures.py).
-pytest_plugins = ["remote_fixtures"]
+#: Real S3 and HTTP servers on 127.0.0.1 for the remote-storage tests (tests/remote_fixtures.py);
+#: packer.testing registers the marker of its contract suites' slow tests.
+pytest_plugins = ["remote_fixtures", "packer.testing"]
 
 
 @pytest.fixture(params=backend_names())
 def backend(request: pytest.FixtureRequest) -> Backend:
     """Every registered storage backend, so each contract test runs for all of them."""
     return get_backend(request.param)
+
+
+@pytest.fixture(params=codec_names())
+def codec(request: pytest.FixtureRequest) -> Codec:
+    """Every registered codec, with its default options."""
+    return get_codec(request.param)
 
 
 @pytest.fixture

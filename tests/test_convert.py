@@ -202,7 +202,7 @@ def test_strict_raises_naming_the_file_and_leaves_an_incomplete_dst(
     assert info.value.path == "bad/bomb.png"
     assert info.value.reason == "decompression_bomb"
     assert isinstance(info.value, SourceError)
-    assert "--strict" in str(info.value)
+    assert "strict=True" in str(info.value)
     assert not (dst / MANIFEST_NAME).exists()
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
         open_dataset(dst)
@@ -269,8 +269,8 @@ def test_non_empty_dst_is_refused_and_untouched(standard_tree: Path, tmp_path: P
     with pytest.raises(OutputExistsError, match="not empty") as info:
         convert(standard_tree, dst, to=backend.name)
     assert isinstance(info.value, FileExistsError)
-    # A foreign directory is never overwritten, so the message must not suggest --overwrite.
-    assert "choose a new directory" in str(info.value) and "--overwrite" not in str(info.value)
+    # A foreign directory is never overwritten, so the message must not suggest overwrite=True.
+    assert "choose a new directory" in str(info.value) and "overwrite" not in str(info.value)
     assert tree_files(dst) == before
     assert sorted(os.listdir(dst)) == ["precious.txt", "sub"]
 
@@ -541,7 +541,7 @@ def test_interrupted_conversion_is_incomplete_and_can_be_redone(
     with monkeypatch.context() as patch:
         patch.setattr(workers, "START_METHOD", "fork")  # the patched writer reaches the worker
         _fail_after(patch, backend, 8)  # a few shards in: some are finished, one is half done
-        with pytest.raises(OutputError, match="disk is full.*simulated.*--resume"):
+        with pytest.raises(OutputError, match="disk is full.*simulated.*resume=True"):
             convert(standard_tree, dst, to=backend.name, shard_size=2000, workers=1)
     assert (dst / IN_PROGRESS_NAME).exists()
     assert list(dst.glob(f"shard-*{backend.suffix}"))
@@ -550,7 +550,7 @@ def test_interrupted_conversion_is_incomplete_and_can_be_redone(
         open_dataset(dst)
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
         Manifest.load(dst)
-    with pytest.raises(OutputExistsError, match="interrupted conversion.*--resume.*--overwrite"):
+    with pytest.raises(OutputExistsError, match="interrupted conversion.*resume=True.*overwrite=True"):
         convert(standard_tree, dst, to=backend.name, shard_size=2000)
 
     redone = convert(standard_tree, dst, to=backend.name, shard_size=2000, overwrite=True)
@@ -582,5 +582,5 @@ def test_damaged_dataset_is_a_shard_error(standard_tree: Path, tmp_path: Path, b
         match = r"samples/paths-[0-9a-f]{16}\.bin is missing"
     with pytest.raises(ShardError, match=match) as info:
         open_dataset(dst)
-    assert "--overwrite" in str(info.value)
+    assert "overwrite=True" in str(info.value)
 

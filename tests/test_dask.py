@@ -58,15 +58,11 @@ def cluster() -> Any:
 
 
 @pytest.mark.slow
-def test_dask_cluster_writes_what_the_local_engine_writes(tmp_path: Path, cluster: Any) -> None:
+def test_the_command_line_converts_on_a_running_cluster(tmp_path: Path, cluster: Any) -> None:
+    """A LocalCluster of its own, through the library: the engine contract (test_contracts.py)."""
     src = mixed_tree(tmp_path / "src", count=30)
-    packer.convert(src, tmp_path / "local", to="lmdb", shard_size=SHARD_SIZE, workers=2)
     with dask_engine(cluster.scheduler_address) as engine:
         assert engine.parallelism == 2
-        result = packer.convert(src, tmp_path / "dask", to="lmdb", shard_size=SHARD_SIZE, engine=engine)
-    assert result.manifest.num_samples == 30
-    assert dataset_snapshot(tmp_path / "dask") == dataset_snapshot(tmp_path / "local")
-    # The command line, against the same scheduler; HDF5 this time.
     packer.convert(src, tmp_path / "local5", to="hdf5", shard_size=SHARD_SIZE, workers=1)
     out = CliRunner().invoke(cli, ["convert", str(src), str(tmp_path / "dask5"), "--to", "hdf5",
                                    "--shard-size", SHARD_SIZE, "--engine", "dask",
@@ -238,5 +234,5 @@ def test_cli_prints_the_job_script_and_checks_engine_flags(tmp_path: Path) -> No
                                   "--engine", "slurm", "--jobs", "1", "--walltime", "1:00:00"])
         assert out.exit_code == 1 and "`sbatch`, which is not on PATH" in out.output
     out = runner.invoke(cli, ["convert", str(src), str(tmp_path / "d"), "--to", "lmdb", "--jobs", "3"])
-    assert out.exit_code == 2 and "only apply to --engine slurm or pbs" in out.output
+    assert out.exit_code == 2 and "only apply to --engine slurm or --engine pbs" in out.output
     assert not (tmp_path / "d").exists()

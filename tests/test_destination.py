@@ -1,4 +1,4 @@
-"""The output directory's lifecycle, in one object: states, refusals, start, claim, finish."""
+"""The output directory's lifecycle: states, refusals, and the slots that start, claim and finish."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from imagetools import mixed_tree
 import packer
 from packer.conversion.destination import Destination, DestinationState
 from packer.conversion.job import plan_job
+from packer.conversion.lifecycle import conversion_slot, task_slot
 from packer.conversion.options import ConversionOptions
 from packer.errors import OutputError, OutputExistsError, ResumeError
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
@@ -53,31 +54,35 @@ def test_check_refuses_and_touches_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "new").exists()
 
 
-def test_start_replaces_a_dataset_and_claim_agrees_on_one_plan(tmp_path: Path) -> None:
+def test_a_conversion_slot_replaces_a_dataset_and_task_slots_agree_on_one_plan(tmp_path: Path) -> None:
     src = mixed_tree(tmp_path / "src", count=6)
     dst = tmp_path / "dst"
     packer.convert(src, dst, to="hdf5", workers=1)
     job = plan_job(src, dst, ConversionOptions(to="hdf5"), overwrite=True, resume=False, num_tasks=None)
     assert job.state is DestinationState.COMPLETE
-    staging, kept = job.destination.start(job.plan, keep=False)
-    assert kept == {} and Path(staging).is_dir() and not any(Path(staging).iterdir())
-    assert job.destination.state is DestinationState.PARTIAL  # manifest gone, marker there
-    assert not list(dst.glob("shard-*"))
-    assert job.destination.recorded_plan() == job.plan
+    with conversion_slot(job.destination, job.plan, keep=False, expected=job.state) as slot:
+        assert slot.kept == {} and Path(slot.staging).is_dir() and not any(Path(slot.staging).iterdir())
+        assert job.destination.state is DestinationState.PARTIAL  # manifest gone, marker there
+        assert not list(dst.glob("shard-*"))
+        assert job.destination.recorded_plan() == job.plan
+    # left without a commit: still a conversion in progress, its staging emptied, no lease held
+    assert job.destination.state is DestinationState.PARTIAL and not job.destination.live_holders()
 
     arrays = tmp_path / "arrays"
     options = ConversionOptions(to="lmdb", shard_size="4KB")
     one = plan_job(src, arrays, options, overwrite=False, resume=True, num_tasks=2)
-    _, mine, _ = one.destination.claim(one.plan, 0)
-    _, theirs, _ = one.destination.claim(one.plan, 1)
-    assert sorted(mine + theirs) == list(range(one.plan.num_shards))
+    with task_slot(one.destination, one.plan, 0) as mine, task_slot(one.destination, one.plan, 1) as theirs:
+        assert sorted(mine.shards + theirs.shards) == list(range(one.plan.num_shards))
+        assert len(one.destination.live_holders()) == 2  # two tasks at once, each with its lease
     other = plan_job(src, arrays, ConversionOptions(to="lmdb", shard_size="8KB"), overwrite=False,
                      resume=True, num_tasks=2)
     with pytest.raises(ResumeError, match="every array task must run the same command"):
-        other.destination.claim(other.plan, 0)
+        with task_slot(other.destination, other.plan, 0):
+            pass
     fewer = plan_job(src, arrays, options, overwrite=False, resume=True, num_tasks=3)
-    with pytest.raises(ResumeError, match="same --num-tasks"):
-        fewer.destination.claim(fewer.plan, 0)
+    with pytest.raises(ResumeError, match="same num_tasks="):
+        with task_slot(fewer.destination, fewer.plan, 0):
+            pass
 
 
 def test_finish_drops_shard_files_the_manifest_does_not_name(standard_tree: Path, tmp_path: Path) -> None:
@@ -87,7 +92,10 @@ def test_finish_drops_shard_files_the_manifest_does_not_name(standard_tree: Path
     manifest = packer.convert(standard_tree, dst, to="lmdb", shard_size=3000).manifest
     stray = dst / "shard-0123456789abcdef.lmdb"
     stray.write_bytes(b"an orphan")
-    Destination(dst).finish(manifest)
+    job = plan_job(standard_tree, dst, ConversionOptions(to="lmdb", shard_size=3000), overwrite=False,
+                   resume=True, num_tasks=None)
+    with conversion_slot(job.destination, job.plan, keep=True, expected=job.state) as slot:
+        slot.commit(lambda: manifest)
     assert not stray.exists()
     assert all((dst / shard.path).is_file() for shard in manifest.shards)
     assert packer.verify_dataset(dst).ok

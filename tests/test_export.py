@@ -136,7 +136,7 @@ def test_output_rules(source: Path, tmp_path: Path) -> None:
     _convert(source, dst)
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    with pytest.raises(OutputExistsError, match="not empty.*--overwrite"):
+    with pytest.raises(OutputExistsError, match="not empty.*overwrite=True"):
         export_dataset(dst, out)
     assert os.listdir(out) == ["keep.txt"]
     export_dataset(dst, out, overwrite=True)

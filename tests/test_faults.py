@@ -1,4 +1,4 @@
-"""Faults during a conversion: each ends with one clear error and a DST that --resume finishes.
+"""Faults during a conversion: each ends with one clear error and a DST that resume=True finishes.
 
 Disk full and read-only storage are real: a small tmpfs (mounted when the test may, as root on
 Linux; otherwise those tests skip). Faults inside a worker (a vanished source file, a worker
@@ -8,13 +8,16 @@ with workers started by fork so that they inherit the patch.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import faulthandler
 import json
+import multiprocessing
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from imagetools import jpeg_bytes, write_tree
 
 import packer
 from packer.cli import cli
+from packer.conversion.engines import ExecutorEngine
 from packer.conversion.engines import local as workers
 from packer.errors import BadImageError, ConversionError, SourceError
 from packer.format.backends import Backend
@@ -132,7 +136,7 @@ def test_source_file_vanishing_mid_run(tmp_path: Path, forked_workers: pytest.Mo
     saved = (src / "bee" / "013.jpg").read_bytes()
     with forked_workers.context() as patch:
         _patch_read(patch, "bee/013.jpg", os.unlink)
-        with pytest.raises(SourceError, match=r"013\.jpg.*vanished.*--resume"):
+        with pytest.raises(SourceError, match=r"013\.jpg.*vanished.*resume=True"):
             packer.convert(src, tmp_path / "dst", to="hdf5", shard_size=SHARD, workers=2)
     assert not (tmp_path / "dst" / MANIFEST_NAME).exists()
     (src / "bee" / "013.jpg").write_bytes(saved)
@@ -144,7 +148,7 @@ def test_worker_killed_like_the_oom_killer(tmp_path: Path, forked_workers: pytes
     src = _tree(tmp_path / "src")
     with forked_workers.context() as patch:
         _patch_read(patch, "ant/010.jpg", lambda _: os.kill(os.getpid(), signal.SIGKILL))
-        with pytest.raises(ConversionError, match=r"SIGKILL.*out-of-memory.*ant/010\.jpg.*--resume"):
+        with pytest.raises(ConversionError, match=r"SIGKILL.*out-of-memory.*ant/010\.jpg.*resume=True"):
             packer.convert(src, tmp_path / "dst", to="lmdb", shard_size=SHARD, workers=2)
     assert (tmp_path / "dst" / IN_PROGRESS_NAME).exists()
     assert not list((tmp_path / "dst" / ".tmp").iterdir())
@@ -177,7 +181,8 @@ def _crash_on(patch: pytest.MonkeyPatch, bad: bytes) -> None:
     def check(data: bytes, **kwargs: Any) -> None:
         if data == bad:
             faulthandler.disable()  # pytest's traceback dump would only be noise here
-            os.kill(os.getpid(), signal.SIGSEGV)
+            # At the decoding thread, as a real decoder fault is.
+            signal.pthread_kill(threading.get_ident(), signal.SIGSEGV)
         original(data, **kwargs)
 
     patch.setattr(codecs, "check_image", check)
@@ -207,6 +212,44 @@ def test_decoder_crash_under_strict_names_the_file(tmp_path: Path,
         _crash_on(patch, (src / "bee" / "017.jpg").read_bytes())
         with pytest.raises(BadImageError, match=r"017\.jpg.*crashed"):
             packer.convert(src, tmp_path / "dst", to="lmdb", shard_size=SHARD, strict=True)
+
+
+def _forked_pool() -> cf.ProcessPoolExecutor:
+    """A process pool whose workers inherit this process's patches."""
+    return cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"))
+
+
+def test_decoder_crash_on_a_process_pool_is_pinned_and_the_pool_renewed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dead worker breaks a ProcessPoolExecutor: the engine goes on with a fresh pool,
+    resubmits the tasks that were in flight, and skips the file once two attempts died on it."""
+    src = _tree(tmp_path / "src")
+    _crash_on(monkeypatch, (src / "ant" / "006.jpg").read_bytes())
+    monkeypatch.setattr(sys.modules["packer.conversion.execution"], "_ThreadlessTqdm", _Bar)
+    with _forked_pool() as pool:
+        engine = ExecutorEngine(pool, 2)
+        result = packer.convert(src, tmp_path / "dst", to="lmdb", shard_size=SHARD, engine=engine,
+                                progress=True)
+        assert [(s.path, s.reason) for s in result.manifest.skipped] == [("ant/006.jpg", "decode_error")]
+        assert "2 attempts of the task died on this file" in result.manifest.skipped[0].detail
+        assert result.manifest.num_samples == 23 and result.found == 24
+        assert _Bar.last is not None and _Bar.last.n == _Bar.last.total == 23
+        assert not list((tmp_path / "dst").glob(".tmp/**/.current-*"))
+        assert packer.verify_dataset(tmp_path / "dst", deep=True, against=src).ok
+        # The pool given stays broken; the engine goes on with fresh ones, run after run.
+        with pytest.raises(BadImageError, match=r"ant/006\.jpg.*crashed") as caught:
+            packer.convert(src, tmp_path / "strict", to="lmdb", shard_size=SHARD, strict=True, engine=engine)
+    assert (caught.value.path, caught.value.reason) == ("ant/006.jpg", "decode_error")
+
+
+def test_a_killed_worker_of_a_process_pool_ends_the_run_naming_its_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _tree(tmp_path / "src")
+    _patch_read(monkeypatch, "ant/010.jpg", lambda _: os.kill(os.getpid(), signal.SIGKILL))
+    with _forked_pool() as pool, \
+            pytest.raises(ConversionError, match=r"SIGKILL.*out-of-memory.*ant/010\.jpg.*resume=True"):
+        packer.convert(src, tmp_path / "dst", to="lmdb", shard_size=SHARD, engine=ExecutorEngine(pool, 2))
+    assert not (tmp_path / "dst" / MANIFEST_NAME).exists()
 
 
 def test_progress_bar_ends_at_the_samples_packed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -136,7 +136,7 @@ def test_marker_without_index_is_incomplete(tmp_path: Path) -> None:
     with pytest.raises(IncompleteDatasetError, match="incomplete") as info:
         Manifest.load(tmp_path)
     assert isinstance(info.value, DatasetError)
-    assert "--overwrite" in str(info.value)
+    assert "overwrite=True" in str(info.value)
 
 
 def _write(tmp_path: Path, data: Any) -> None:

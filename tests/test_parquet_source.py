@@ -157,9 +157,9 @@ def test_columns_are_found_by_name_or_given(tmp_path: Path) -> None:
     assert index.classes == ("a", "b", "c") and index.metadata_columns == ("coarse_label",)
     custom = table(rows, image="photo", label="kind", metadata=None)
     pq.write_table(custom, tmp_path / "custom.parquet")
-    with pytest.raises(SourceError, match=r"no image column.*'photo', 'kind'.*--image-column"):
+    with pytest.raises(SourceError, match=r"no image column.*'photo', 'kind'.*image_column="):
         open_source(tmp_path / "custom.parquet").scan()
-    with pytest.raises(SourceError, match=r"no label column.*--label-column"):
+    with pytest.raises(SourceError, match=r"no label column.*label_column="):
         open_source(tmp_path / "custom.parquet", SourceOptions(image_column="photo")).scan()
     given = open_source(tmp_path / "custom.parquet", SourceOptions(image_column="photo", label_column="kind"))
     assert [item.label for item in given.scan().items] == [0, 1, 2]
@@ -173,7 +173,7 @@ def test_bad_tables_fail_before_anything_is_written(tmp_path: Path) -> None:
     write_table(tmp_path / "data" / "a.parquet", rows, classes=("x", "y"))
     fake.write_bytes(b"PAR1 this is no table")
     for src in (fake, tmp_path / "data"):
-        with pytest.raises(SourceError, match=r"b\.parquet' is not a Parquet file.*--source-format"):
+        with pytest.raises(SourceError, match=r"b\.parquet' is not a Parquet file.*source_format="):
             _convert(src, tmp_path / "dst")
         assert not (tmp_path / "dst").exists()
     write_table(fake, rows, classes=("x", "z"))
@@ -288,6 +288,6 @@ def test_spawned_workers_give_the_same_dataset(tmp_path: Path, monkeypatch: pyte
 
 def test_options_it_does_not_take_are_refused(tmp_path: Path) -> None:
     path = write_table(tmp_path / "t.parquet", [Row("a.jpg", jpeg_bytes(9, 9, 1), 0)])
-    with pytest.raises(SourceError, match="--label-field apply to a WebDataset source"):
+    with pytest.raises(SourceError, match="label_field= apply to a WebDataset source"):
         ParquetSource(str(path), SourceOptions(label_field="cls"))
     assert json.loads(json.dumps(open_source(path).params()))["files"] == 1

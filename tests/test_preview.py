@@ -132,7 +132,7 @@ def test_unknown_class_lists_the_valid_names(packed: Path) -> None:
 def test_absurd_sheets_and_options_are_refused(packed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert MAX_SHEET_PIXELS == Image.MAX_IMAGE_PIXELS  # any viewer built on Pillow opens a sheet
     monkeypatch.setattr(packer.tools.preview, "MAX_SHEET_PIXELS", 100_000)
-    with pytest.raises(ValueError, match=r"4 classes x 4 thumbnails of 128 px.*over the 100,000.*--classes"):
+    with pytest.raises(ValueError, match=r"4 classes x 4 thumbnails of 128 px.*over the 100,000.*classes="):
         make_contact_sheet(packed, per_class=4, thumb=128)
     for bad in ({"per_class": 0}, {"thumb": 8}, {"seed": -1}):
         with pytest.raises(ValueError):

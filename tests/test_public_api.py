@@ -27,7 +27,8 @@ PUBLIC = sorted([
     "MergeResult", "plan_conversion", "ConversionPlan", "update", "UpdateResult", "upgrade",
     "UpgradeResult", "collect_garbage", "GcResult",
     # engines
-    "Engine", "ExecutorEngine", "LocalEngine", "Progress", "open_engine",
+    "Engine", "EngineRequest", "ExecutorEngine", "LocalEngine", "Progress", "engine_names", "open_engine",
+    "register_engine",
     # reading
     "open_dataset", "PackedImageDataset", "LMDBImageDataset", "HDF5ImageDataset", "ImageFolderDataset",
     "make_loader", "loader_settings", "LoaderSettings", "ShardAwareSampler", "ReadAheadSampler",
@@ -46,6 +47,9 @@ PUBLIC = sorted([
     "Manifest", "Backend", "ShardWriter", "ShardReader", "backend_names", "register_backend", "Codec",
     "codec_names", "register_codec", "parse_size",
 ]) + ERRORS
+
+#: The plugin contract suites (``packer.testing``, documented on the same page).
+TESTING = ["BackendContract", "CodecContract", "EngineContract", "SourceContract", "StoreContract"]
 
 #: What packer 0.2.0 exported and no longer does; each still resolves, with a warning.
 DEPRECATED = {"packer": ["FolderIndex", "SOURCES", "get_backend"],
@@ -81,6 +85,8 @@ def test_the_public_names_are_pinned() -> None:
         "packer.__all__ changed: a public name is a promise. Update PUBLIC here and the API "
         "reference on purpose, and deprecate (never just drop) a name users may have used.")
     assert len(set(PUBLIC)) == len(PUBLIC)
+    testing = importlib.import_module("packer.testing")
+    assert sorted(testing.__all__) == TESTING
 
 
 @pytest.mark.parametrize("name", PUBLIC)
@@ -95,14 +101,17 @@ def test_every_public_name_resolves_without_warning(name: str) -> None:
 def test_the_api_reference_lists_exactly_the_public_names() -> None:
     page = API_PAGE.read_text(encoding="utf-8")
     documented = re.findall(r"^::: (packer\.[\w.]+)\s*$", page, re.MULTILINE)
-    short = {path.rsplit(".", 1)[1] for path in documented if path != "packer.errors"}
+    short = {path.rsplit(".", 1)[1] for path in documented
+             if path != "packer.errors" and not path.startswith("packer.testing.")}
+    contracts = sorted(path.rsplit(".", 1)[1] for path in documented if path.startswith("packer.testing."))
+    assert contracts == TESTING
     assert "packer.errors" in documented  # the exception tree, whole
     public = set(PUBLIC) - set(ERRORS)
     assert sorted(public - short) == [], "public names missing from the API reference"
     assert sorted(short - public) == [], "the API reference documents names that are not public"
     for path in documented:  # each entry names the object that packer exports
         module, _, name = path.rpartition(".")
-        if path != "packer.errors":
+        if path != "packer.errors" and not path.startswith("packer.testing."):
             assert getattr(importlib.import_module(module), name) is getattr(packer, name), path
 
 

@@ -9,7 +9,6 @@ gives: same shard bytes, same sample index, same manifest apart from `created_at
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from imagetools import dataset_snapshot, mixed_tree, png_bytes
 import packer
 from packer.cli import cli
 from packer.errors import IncompleteDatasetError, OutputExistsError, ResumeError
-from packer.format.backends import Backend
+from packer.format.backends import get_backend
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -48,8 +47,8 @@ def _killed_run(src: Path, dst: Path, backend: str, patch: str,
     """Run `packer convert` in a child that applies ``patch`` (Python) first."""
     code = textwrap.dedent(f"""
         import os, signal, sys
-        import packer.conversion.destination, packer.conversion.engines.local, packer.format.manifest
-        dest, man = sys.modules["packer.conversion.destination"], sys.modules["packer.format.manifest"]
+        import packer.conversion.lifecycle, packer.conversion.engines.local, packer.format.manifest
+        life, man = sys.modules["packer.conversion.lifecycle"], sys.modules["packer.format.manifest"]
         engines = sys.modules["packer.conversion.engines.local"]
         def die():
             os.kill(os.getpid(), signal.SIGKILL)
@@ -66,11 +65,11 @@ def _killed_run(src: Path, dst: Path, backend: str, patch: str,
 KILL_POINTS = {
     # right after DST was marked in progress: nothing written yet
     "early": """
-        start = dest.Destination.start
+        start = life._open
         def patched(*args, **kwargs):
             start(*args, **kwargs)
             die()
-        dest.Destination.start = patched
+        life._open = patched
     """,
     # after the second finished task (a shard, or a segment of one) came back from the workers
     "mid": """
@@ -100,9 +99,10 @@ KILL_POINTS = {
 }
 
 
-@pytest.mark.parametrize("point", sorted(KILL_POINTS))
-def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path: Path, backend: Backend,
-                                                         point: str) -> None:
+# "mid", for every backend and a plugin's: the backend contract (packer.testing.datasets).
+@pytest.mark.parametrize("point", ["early", "manifest"])
+def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path: Path, point: str) -> None:
+    backend = get_backend("lmdb")  # the points are the destination's and the manifest's
     src = mixed_tree(tmp_path / "src")
     clean = tmp_path / "clean"
     packer.convert(src, clean, to=backend.name, shard_size=SHARD_SIZE, workers=2)
@@ -118,22 +118,13 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path: Path, backend
     assert info.exit_code == 1 and "incomplete" in info.stderr and "--resume" in info.stderr
 
     shards_before = {p.name: p.stat().st_mtime_ns for p in dst.glob("shard-*")}
-    finished_before = [json.loads(p.read_text())["entry"]["path"] for p in dst.glob(".receipts/*.json")]
     plain = runner.invoke(cli, ["convert", str(src), str(dst), "--to", backend.name,
                                 "--shard-size", SHARD_SIZE])
     assert plain.exit_code == 3
     assert "--resume" in plain.stderr and "--overwrite" in plain.stderr
     assert {p.name: p.stat().st_mtime_ns for p in dst.glob("shard-*")} == shards_before
 
-    resumed = packer.convert(src, dst, to=backend.name, shard_size=SHARD_SIZE, resume=True,
-                             workers=2)
-    if point == "mid":
-        assert resumed.resumed_shards >= 2
-        # Finished shards (renamed into place and given a receipt) are kept, not rewritten; a
-        # shard renamed by a worker in the instant before the kill, without its receipt yet,
-        # is redone.
-        for name in finished_before:
-            assert (dst / name).stat().st_mtime_ns == shards_before[name]
+    packer.convert(src, dst, to=backend.name, shard_size=SHARD_SIZE, resume=True, workers=2)
     _assert_same_dataset(dst, clean)
     assert len(packer.open_dataset(dst)) == 36
 
@@ -166,7 +157,7 @@ def test_resume_refuses_other_options_and_a_changed_tree(tmp_path: Path) -> None
     killed = _killed_run(src, dst, "hdf5", KILL_POINTS["mid"], "--workers", "1")
     assert killed.returncode == -signal.SIGKILL
     before = _files(dst)
-    with pytest.raises(ResumeError, match="options differ: shard_size was 1500, now 3000.*--overwrite"):
+    with pytest.raises(ResumeError, match="options differ: shard_size was 1500, now 3000.*overwrite=True"):
         packer.convert(src, dst, to="hdf5", shard_size="3000", resume=True)
     with pytest.raises(ResumeError, match="options differ: .*check"):
         packer.convert(src, dst, to="hdf5", shard_size=SHARD_SIZE, check="header", resume=True)
@@ -200,15 +191,6 @@ def test_resume_on_nothing_starts_and_on_a_complete_dataset_does_nothing(tmp_pat
     assert both.exit_code == 1 and "not both" in both.stderr
 
 
-def test_worker_count_does_not_change_a_byte(tmp_path: Path, backend: Backend) -> None:
-    src = mixed_tree(tmp_path / "src")
-    one = packer.convert(src, tmp_path / "one", to=backend.name, shard_size=SHARD_SIZE, workers=1)
-    four = packer.convert(src, tmp_path / "four", to=backend.name, shard_size=SHARD_SIZE, workers=4)
-    assert len(one.manifest.shards) > 4
-    _assert_same_dataset(tmp_path / "four", tmp_path / "one")
-    assert [s.sha256 for s in one.manifest.shards] == [s.sha256 for s in four.manifest.shards]
-
-
 def test_ctrl_c_stops_promptly_keeps_shards_and_says_how_to_resume(tmp_path: Path) -> None:
     src = mixed_tree(tmp_path / "src", count=150)
     dst = tmp_path / "dst"
@@ -239,20 +221,9 @@ def test_plain_rerun_over_partial_dst_changes_nothing(tmp_path: Path) -> None:
     dst = tmp_path / "dst"
     assert _killed_run(src, dst, "lmdb", KILL_POINTS["mid"]).returncode == -signal.SIGKILL
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in dst.rglob("*") if p.is_file()}
-    with pytest.raises(OutputExistsError, match="interrupted conversion.*--resume.*--overwrite"):
+    with pytest.raises(OutputExistsError, match="interrupted conversion.*resume=True.*overwrite=True"):
         packer.convert(src, dst, to="lmdb", shard_size=SHARD_SIZE)
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in dst.rglob("*") if p.is_file()} == before
-
-
-def test_one_shard_is_packed_in_segments_with_the_same_bytes(tmp_path: Path,
-                                                             backend: Backend) -> None:
-    src = mixed_tree(tmp_path / "src")
-    one = packer.convert(src, tmp_path / "one", to=backend.name, workers=1)
-    three = packer.convert(src, tmp_path / "three", to=backend.name, workers=3)
-    # The default shard size holds the whole tree: one shard, packed in segments by 3 workers.
-    assert len(one.manifest.shards) == len(three.manifest.shards) == 1
-    _assert_same_dataset(tmp_path / "three", tmp_path / "one")
-    assert not (tmp_path / "three" / ".tmp").exists()
 
 
 def test_segments_plan_covers_every_item_once() -> None:

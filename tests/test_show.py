@@ -104,5 +104,5 @@ def test_a_sample_that_does_not_decode_is_reported(packed: Path, monkeypatch: py
         raise OSError("image file is truncated")
 
     monkeypatch.setattr(OriginalCodec, "decode", broken)
-    with pytest.raises(ShardError, match=r"Sample 1 \(cat/002.png\).*truncated.*packer verify --deep"):
+    with pytest.raises(ShardError, match=r"Sample 1 \(cat/002.png\).*truncated.*verify_dataset\(deep=True\)"):
         sample_info(packed, 1)

@@ -272,7 +272,7 @@ def test_against_a_reencoding_codec_is_not_applicable(dst: Path, src: Path) -> N
     edit_manifest(dst, lambda data: data.update(codec="jpeg"))
     report = verify_dataset(dst, against=src)
     assert kinds(report) == [("not_applicable", MANIFEST_NAME)]
-    assert "'jpeg'" in report.problems[0].message and "--deep" in report.problems[0].message
+    assert "'jpeg'" in report.problems[0].message and "deep=True" in report.problems[0].message
     assert report.samples_compared == 0
 
 

@@ -1,7 +1,9 @@
 """The ``packer`` command line: parse, call one library function, print. No logic lives here.
 
 Exit codes: 0 success; 1 a packer error (one line on stderr: what, which path, what to do);
-2 a usage error; 3 the destination exists (pass ``--overwrite``); 130 interrupted.
+2 a usage error; 3 the destination exists (pass ``--overwrite``); 130 interrupted. Errors are
+printed in the command line's terms: the library's ``resume=True`` reads ``--resume`` here
+(:mod:`packer.cli.errors`).
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from typing import Any
 import click
 
 from packer.cli.convert import convert, merge
+from packer.cli.errors import cli_message, interrupted_message
 from packer.cli.inspect import export_command, info, preview, show, verify
 from packer.cli.measure import bench, demo
 from packer.cli.remote import cache, push
-from packer.cli.versions import gc, update
+from packer.cli.versions import gc, update, upgrade
 from packer.conversion.merging import DISTRIBUTION
 from packer.errors import PackerError
 
@@ -31,16 +34,20 @@ class _CommandFailed(click.ClickException):
 
 
 class _PackerGroup(click.Group):
-    """Turns packer errors and Ctrl-C into one line and an exit code, for every command."""
+    """Turns packer errors and Ctrl-C into one line and an exit code, for every command, in
+    the command line's terms (flags, not keywords)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except PackerError as err:
-            raise _CommandFailed(str(err), err.exit_code) from err
+            message = cli_message(str(err), self, ctx.invoked_subcommand)
+            raise _CommandFailed(message, err.exit_code) from err
+        except click.ClickException as err:  # a library ValueError a command turned into a usage error
+            err.message = cli_message(err.message, self, ctx.invoked_subcommand)
+            raise
         except KeyboardInterrupt:
-            raise _CommandFailed("Interrupted; a conversion in progress left DST incomplete: run "
-                                 "the same command with --resume to finish it.", 130) from None
+            raise _CommandFailed(interrupted_message(ctx.invoked_subcommand), 130) from None
 
 
 @click.group(cls=_PackerGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -54,8 +61,8 @@ def cli(verbose: int) -> None:
         handler.setLevel(level)                   # (Dask logs at INFO) obey -v too
 
 
-for _command in (convert, update, merge, gc, info, verify, show, preview, export_command, bench, demo,
-                 push, cache):
+for _command in (convert, update, upgrade, merge, gc, info, verify, show, preview, export_command, bench,
+                 demo, push, cache):
     cli.add_command(_command)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from packer.cli.errors import in_cli_terms
 from packer.conversion.engines.select import ENGINES
 from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
 from packer.format.backends import backend_names
@@ -149,7 +150,8 @@ def convert(src: str, dst: str, **given: Any) -> None:
                                                        resume=resume, engine=engine, progress=not quiet))
         else:
             if not quiet:
-                click.echo(f"task {task.task_id} of {task.num_tasks} (from {task.source})", err=True)
+                click.echo(f"task {task.task_id} of {task.num_tasks} (from {in_cli_terms(task.source)})",
+                           err=True)
             summary = format_task(run_conversion_task(src, dst, options, task_id=task.task_id,
                                                       num_tasks=task.num_tasks, engine=engine,
                                                       progress=not quiet))
@@ -207,12 +209,11 @@ def merge(dst: str, no_verify: bool, quiet: bool) -> None:
     Names the missing shard files and the tasks to run again (exit 1) when some are not
     there; does nothing on a complete dataset.
     """
-    from tqdm import tqdm
-
     from packer.cli.formatting import format_merge
     from packer.conversion.merging import merge as run_merge
+    from packer.progressbar import ProgressBar
 
-    with tqdm(desc="checking shards", unit="shard", disable=True if quiet else None) as bar:
+    with ProgressBar(desc="checking shards", unit="shard", disable=True if quiet else None) as bar:
         result = run_merge(dst, verify=not no_verify, on_shard=lambda name: bar.update())
     if not quiet:
         click.echo(format_merge(result))

@@ -12,6 +12,8 @@ import sys
 
 import click
 
+from packer.cli.errors import in_cli_terms
+
 __all__ = ["export_command", "info", "preview", "show", "verify"]
 
 _CLASSES_HELP = ("Only these classes: names separated by commas, or the option repeated "
@@ -138,6 +140,6 @@ def verify(dst: str, deep: bool, src: str | None, as_json: bool, quiet: bool) ->
     from packer.tools.verify import verify_dataset
 
     report = verify_dataset(dst, deep=deep, against=src, progress=not quiet and not as_json)
-    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else format_verify(report))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else in_cli_terms(format_verify(report)))
     if not report.ok:
         sys.exit(1)

@@ -1,4 +1,4 @@
-"""``packer update`` and ``packer gc``: a dataset's versions. Parse, call, print."""
+"""``packer update``, ``packer upgrade`` and ``packer gc``: a dataset's versions. Parse, call, print."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-__all__ = ["gc", "update"]
+__all__ = ["gc", "update", "upgrade"]
 
 
 @click.command()
@@ -48,6 +48,35 @@ def update(src: str, dst: str, **given: Any) -> None:
         click.echo(json.dumps(record, indent=2))
     elif not given["quiet"]:
         click.echo(format_update(result))
+
+
+@click.command()
+@click.argument("src", type=click.Path(path_type=str))
+@click.argument("dst", type=click.Path(path_type=str))
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Threads reading SRC and DST [default: the usable CPUs].")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def upgrade(src: str, dst: str, workers: int | None, quiet: bool, as_json: bool) -> None:
+    """Make DST, a dataset written by packer 0.1, one that `packer update` works on; no shard
+    is rewritten.
+
+    Reads SRC once and checks that it still gives exactly DST's samples (if not, it names the
+    files that differ and changes nothing), then records each source file's identity and writes
+    a format-2 manifest. The first `packer update` afterwards rewrites the shards into the
+    current layout; later ones write only what changed. On a current dataset it does nothing.
+    """
+    from packer.cli.formatting.versions import format_upgrade
+    from packer.conversion.upgrading import upgrade as run_upgrade
+
+    result = run_upgrade(src, dst, workers=workers, progress=not (quiet or as_json))
+    if as_json:
+        record = {key: value for key, value in asdict(result).items() if key != "manifest"}
+        record["format_version"] = result.manifest.format_version
+        record["version"] = result.manifest.version
+        click.echo(json.dumps(record, indent=2))
+    elif not quiet:
+        click.echo(format_upgrade(result))
 
 
 @click.command()

@@ -53,7 +53,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "Destination": (".destination", "DST's lifecycle is internal; convert(), update() and merge() run it"),
     "DestinationState": (".destination", "DST's lifecycle is internal"),
     "DEFAULT_SHARD_SIZE": (".options", "it is ConversionOptions().shard_size"),
-    "ENGINES": (".engines", "open an engine with packer.open_engine(name), or pass an Engine"),
+    "ENGINES": (".engines.select", "use packer.engine_names() and packer.register_engine()"),
     "PlannedShard": (".dryrun", "it is the type of ConversionPlan.shards"),
     "dry_run": (".dryrun", "use packer.plan_conversion(src, options=...)"),
     "run_conversion": (".run", "use packer.convert(src, dst, options=...)"),

@@ -2,20 +2,22 @@
 
 Every task runs the same command with its own id; they may run at the same time, on different
 machines, into one DST on shared storage (see :mod:`packer.conversion.arrayjob` for where the
-id comes from, and :func:`packer.conversion.merging.merge` for the step that follows).
+id comes from, and :func:`packer.conversion.merging.merge` for the step that follows). Each task
+holds a shared lease on DST (:func:`~packer.conversion.lifecycle.task_slot`): tasks run together,
+but not alongside a ``convert``, ``merge`` or ``update`` of it, nor twice with one id at once.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from packer.conversion.engines.base import Engine
-from packer.conversion.execution import choose_engine, write_error, write_shards
+from packer.conversion.execution import choose_engine, write_shards
 from packer.conversion.job import Job, plan_job
+from packer.conversion.lifecycle import task_slot
 from packer.conversion.merging import unwritten_shards
 from packer.conversion.options import ConversionOptions, conversion_options, option_keywords
 from packer.conversion.plan import shard_name, shards_of_task
@@ -59,6 +61,7 @@ def convert_task(src: str | os.PathLike[str], dst: str | os.PathLike[str],
     Raises:
         ValueError: ``task_id`` is not in ``0 .. num_tasks - 1``.
         ResumeError: DST holds another plan (other source, options or task count).
+        DatasetBusyError: a ``convert`` or ``merge`` of DST, or this same task, is running.
         PackerError: everything :func:`packer.convert` raises.
     """
     return run_conversion_task(src, dst, conversion_options(options, option_values), task_id=task_id,
@@ -89,14 +92,11 @@ def _write_task(job: Job, chosen: Engine, *, task_id: int, num_tasks: int, progr
         names = tuple(shard_name(i) for i in shards_of_task(len(job.tasks), task_id, num_tasks))
         return TaskResult(job.dst, task_id, num_tasks, names, 0, len(names), 0, 0,
                           time.perf_counter() - started, 0, (), already_complete=True)
-    try:
-        staging, mine, kept = destination.claim(plan, task_id)
-    except OSError as err:
-        raise write_error(job.dst, err) from err
-    names = tuple(shard_name(i) for i in mine)
-    todo = [job.tasks[i] for i in mine if i not in kept]
-    results = write_shards(job, todo, kept, staging, chosen, progress=progress)
-    shutil.rmtree(staging, ignore_errors=True)
+    with task_slot(destination, plan, task_id) as slot:
+        mine, kept = slot.shards, slot.kept
+        names = tuple(shard_name(i) for i in mine)
+        todo = [job.tasks[i] for i in mine if i not in kept]
+        results = write_shards(job, todo, kept, slot.staging, chosen, progress=progress)
     missing = unwritten_shards(job.dst, plan)  # for the summary; merge checks them properly
     written = {i: r for i, r in results.items() if i not in kept}
     return TaskResult(job.dst, task_id, num_tasks, names, len(written), len(kept),

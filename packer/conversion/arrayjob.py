@@ -45,7 +45,7 @@ def array_task(task_id: int | None, num_tasks: int | None,
         ValueError: half an answer (an id without a count or the reverse), an id out of range,
             or a Slurm array that is not contiguous; the message says which flag to add.
     """
-    source = "--task-id/--num-tasks"
+    source = "task_id=, num_tasks="
     if task_id is None:
         slurm_id = _integer(environ, "SLURM_ARRAY_TASK_ID")
         index = _integer(environ, "JOB_COMPLETION_INDEX")
@@ -59,13 +59,13 @@ def array_task(task_id: int | None, num_tasks: int | None,
             task_id, source = index, "JOB_COMPLETION_INDEX"
             if num_tasks is None:
                 raise ValueError("JOB_COMPLETION_INDEX is set but the number of tasks is not "
-                                 "visible to a pod: pass --num-tasks (the Job's completions).")
+                                 "visible to a pod: pass num_tasks= (the Job's completions).")
     if task_id is None and num_tasks is None:
         return None
     if task_id is None:
-        raise ValueError("--num-tasks needs --task-id (or a Slurm/Kubernetes array job that sets it).")
+        raise ValueError("num_tasks= needs task_id= (or a Slurm/Kubernetes array job that sets it).")
     if num_tasks is None:
-        raise ValueError("--task-id needs --num-tasks.")
+        raise ValueError("task_id= needs num_tasks=.")
     if num_tasks < 1 or not 0 <= task_id < num_tasks:
         raise ValueError(f"task id {task_id} (from {source}) is not in 0..{num_tasks - 1} for "
                          f"{num_tasks} tasks; ids count from 0.")
@@ -77,7 +77,7 @@ def _check_contiguous(environ: Mapping[str, str], count: int | None) -> None:
     step = _integer(environ, "SLURM_ARRAY_TASK_STEP") or 1
     if count is None:
         raise ValueError("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not: pass "
-                         "--num-tasks.")
+                         "num_tasks=.")
     if step != 1 or (low is not None and high is not None and high - low + 1 != count):
         raise ValueError(f"the Slurm array is not contiguous ({low}-{high}:{step}, {count} tasks): "
-                         "use --array=0-N-1 (any %limit is fine), or pass --task-id and --num-tasks.")
+                         "use --array=0-N-1 (any %limit is fine), or pass task_id= and num_tasks=.")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from tqdm import tqdm
-
 from packer.conversion.engines.base import Engine, Progress
 from packer.conversion.engines.local import LocalEngine
 from packer.conversion.job import Job
@@ -14,23 +12,16 @@ from packer.conversion.receipts import ShardResult
 from packer.conversion.scheduling import Collector, make_tasks
 from packer.conversion.tasks import ShardTask
 from packer.cpus import available_cpus
-from packer.errors import OutputError
+from packer.progressbar import ProgressBar
 
-__all__ = ["choose_engine", "write_error", "write_shards"]
-
-
-class _ThreadlessTqdm(tqdm):  # type: ignore[misc]
-    """tqdm without its monitor thread: a thread would make workers start by (slow) spawn
-    instead of fork (see packer.conversion.engines.local); this bar does not need the monitor."""
-
-    monitor_interval = 0
+__all__ = ["choose_engine", "write_shards"]
 
 
 class _Bar:
     """One progress bar for the run: it ends at the number of samples packed."""
 
     def __init__(self, total: int, *, enabled: bool, desc: str) -> None:
-        self._bar = _ThreadlessTqdm(total=total, unit="img", disable=None if enabled else True,
+        self._bar = ProgressBar(total=total, unit="img", disable=None if enabled else True,
                                     desc=desc, dynamic_ncols=True)
 
     def kept(self, result: ShardResult) -> None:
@@ -51,9 +42,13 @@ def choose_engine(engine: Engine | None, workers: int | None) -> Engine:
 
     Raises:
         ValueError: ``workers`` below 1, or both given.
+        TypeError: ``engine`` is a name, not an engine (open one with ``open_engine(name)``).
     """
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
+    if isinstance(engine, str):
+        raise TypeError(f"engine= takes an Engine, not the name {engine!r}: open one with "
+                        f"open_engine({engine!r}) (with open_engine(...) as engine: ...)")
     if engine is not None:
         if workers is not None:
             raise ValueError("give workers or an engine, not both (an engine has its own workers)")
@@ -65,8 +60,9 @@ def write_shards(job: Job, todo: list[ShardTask], kept: dict[int, ShardResult], 
                  engine: Engine, *, progress: bool) -> dict[int, ShardResult]:
     """Write the ``todo`` shards on ``engine`` through ``staging``; all finished shards by number.
 
-    On any failure (Ctrl-C included) what workers left half-written in ``staging`` is deleted;
-    shards already renamed into DST stay for ``--resume``.
+    On any failure (Ctrl-C included) the workers are stopped; the slot that gave ``staging``
+    (:mod:`packer.conversion.lifecycle`) deletes what they left half-written there, and shards
+    already renamed into DST stay for ``resume=True``.
     """
     shard_tasks = [replace(task, staging=staging) for task in todo]
     tasks = make_tasks(shard_tasks, engine.parallelism)
@@ -79,15 +75,8 @@ def write_shards(job: Job, todo: list[ShardTask], kept: dict[int, ShardResult], 
             bar.kept(result)
         engine.run(tasks, on_progress=bar.progress, on_result=collect)
     except BaseException:
-        collect.abort()
-        job.destination.discard_staging(staging)
+        collect.abort()  # the caller's slot then deletes what workers left in staging
         raise
     finally:
         bar.close()
     return {**kept, **collect.shards}
-
-
-def write_error(dst: str, err: OSError) -> OutputError:
-    """The error for a DST that cannot be written at all (permissions, read-only)."""
-    return OutputError(f"Cannot write to {dst!r}: {err.strerror or err}. Choose a writable "
-                       "destination, or fix its permissions and run again.")

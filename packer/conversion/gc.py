@@ -44,7 +44,8 @@ def collect_garbage(dst: str | os.PathLike[str], *, keep_versions: int = 1,
     Raises:
         ValueError: ``keep_versions`` is below 1.
         NotADatasetError, IncompleteDatasetError: DST is not a complete dataset.
-        DatasetBusyError: an update or another gc is running on DST.
+        DatasetBusyError: another process (an update, gc, convert, merge) holds DST's lease;
+            the message names it.
     """
     if keep_versions < 1:
         raise ValueError(f"keep_versions must be at least 1 (the current version), not {keep_versions}")
@@ -52,8 +53,8 @@ def collect_garbage(dst: str | os.PathLike[str], *, keep_versions: int = 1,
     path = destination.path
     if destination.state is not DestinationState.COMPLETE:
         Manifest.load(path)  # raises the right error for an incomplete or foreign DST
-        raise NotADatasetError(f"{path!r} is not a packer dataset: give the DST of `packer convert`.")
-    with dataset_lock(path, "collect garbage in"):
+        raise NotADatasetError(f"{path!r} is not a packer dataset: give the DST of a conversion.")
+    with dataset_lock(path, "collect garbage in", command="gc") as lease:
         current = Manifest.load(path)
         versions = dataset_versions(path)
         older = [v for v in versions if v < current.version]
@@ -72,6 +73,8 @@ def collect_garbage(dst: str | os.PathLike[str], *, keep_versions: int = 1,
             victims += [f"{SAMPLES_DIR}/{name}" for name in sorted(os.listdir(samples))
                         if f"{SAMPLES_DIR}/{name}" not in used]
         freed = 0
+        if victims and not dry_run:
+            lease.check()  # never delete under a lease another process took over
         for victim in victims:
             full = os.path.join(path, victim)
             with contextlib.suppress(FileNotFoundError):

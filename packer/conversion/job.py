@@ -49,7 +49,7 @@ def plan_job(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: 
     """
     source = open_source(src, options.source_options)
     destination = Destination(dst)
-    state = destination.check(source.inside(), overwrite=overwrite, resume=resume)
+    state = destination.check(source.inside(), overwrite=overwrite, resume=resume, task=num_tasks is not None)
     return plan_source(source, destination, state, options, num_tasks=num_tasks)
 
 

@@ -6,8 +6,9 @@
 --task-id I``) write disjoint sets of shards and no manifest; ``packer merge DST`` then runs
 once, anywhere, when all of them are done: it reads the plan from DST's marker (no scan of
 the source), requires every planned shard with a receipt that matches it, checks each shard
-file against its receipt's SHA-256, and writes ``index.json`` last. Merging a complete dataset
-does nothing. The manifest is the one a single local run writes (only ``created_at`` differs).
+file against its receipt's SHA-256, and writes ``index.json`` last, holding DST's exclusive lease
+(it refuses while a task runs, naming it). Merging a complete dataset does nothing. The
+manifest is the one a single local run writes (only ``created_at`` differs).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from packer.conversion.destination import Destination, DestinationState
+from packer.conversion.lifecycle import merge_slot
 from packer.conversion.plan import JobPlan, describe_shards, shard_name
 from packer.conversion.receipts import ShardResult, receipt_path
 from packer.cpus import available_cpus
@@ -133,7 +135,7 @@ def _rows_in_place(dst: str, results: Sequence[ShardResult]) -> list[np.ndarray 
 
 def finished_shards(dst: str, plan: JobPlan) -> tuple[dict[int, ShardResult], list[int]]:
     """Receipts of the planned shards that are finished, and the numbers of those that are not."""
-    found = Destination(dst).keep_finished(plan.shard_fingerprints)
+    found = Destination(dst).finished(plan.shard_fingerprints)
     return found, [number for number in range(plan.num_shards) if number not in found]
 
 
@@ -146,11 +148,11 @@ def unwritten_shards(dst: str, plan: JobPlan) -> list[int]:
 
 def _rerun_hint(plan: JobPlan, numbers: list[int]) -> str:
     if plan.num_tasks is None:
-        return "run the same `packer convert` with --resume to write them"
+        return "run the same convert(..., resume=True) to write them"
     tasks = sorted({number % plan.num_tasks for number in numbers})
     listed = ",".join(str(t) for t in tasks)
-    return (f"run task(s) {listed} of {plan.num_tasks} again (`packer convert ... --num-tasks "
-            f"{plan.num_tasks} --task-id I`; a finished shard is kept), then `packer merge` again")
+    return (f"run task(s) {listed} of {plan.num_tasks} again (convert_task(..., num_tasks="
+            f"{plan.num_tasks}, task_id=I); a finished shard is kept), then merge() again")
 
 
 def merge(dst: str | os.PathLike[str], *, verify: bool = True,
@@ -168,6 +170,8 @@ def merge(dst: str | os.PathLike[str], *, verify: bool = True,
         MissingShardsError: planned shards are missing, unfinished or damaged; the message
             names them and the tasks to run again.
         NotADatasetError: DST holds no conversion.
+        DatasetBusyError: array tasks (or another merge, a convert) are writing DST; the
+            message names them.
         OutputError: DST's conversion recorded no plan, or the manifest could not be written.
     """
     destination = Destination(dst)
@@ -177,8 +181,29 @@ def merge(dst: str | os.PathLike[str], *, verify: bool = True,
         return MergeResult(path, Manifest.load(path), already_complete=True)
     if state is not DestinationState.PARTIAL:
         raise NotADatasetError(f"{path!r} holds no packer conversion to merge: give the DST of "
-                               "`packer convert`.")
-    plan = destination.recorded_plan()
+                               "a conversion.")
+    with merge_slot(destination) as slot:
+        if destination.state is DestinationState.COMPLETE:  # merged while this one waited
+            return MergeResult(path, Manifest.load(path), already_complete=True)
+        plan = destination.recorded_plan()
+        found = _checked_shards(path, plan, verify=verify, on_shard=on_shard)
+        try:
+            results = [found[n] for n in range(plan.num_shards)]
+            manifest = slot.commit(lambda: build_manifest(path, plan, results))
+        except OSError as err:
+            raise OutputError(f"Writing the manifest of {path!r} failed: {err.strerror or err}. Fix it "
+                              "(free space?), then run merge() again.") from err
+    log.info("merged %d shards into %s", len(manifest.shards), path)
+    return MergeResult(path, manifest)
+
+
+def _checked_shards(path: str, plan: JobPlan, *, verify: bool,
+                    on_shard: Callable[[str], None] | None) -> dict[int, ShardResult]:
+    """Every planned shard's receipt, once each is there (and, with ``verify``, matches its file).
+
+    Raises:
+        MissingShardsError: shards are missing, unfinished or damaged (those are removed).
+    """
     found, missing = finished_shards(path, plan)
     if missing:
         raise MissingShardsError(
@@ -199,15 +224,7 @@ def merge(dst: str | os.PathLike[str], *, verify: bool = True,
             f"task recorded and were removed: {', '.join(found[n].entry.path for n in damaged)} "
             f"({describe_shards(plan, damaged)}). Then "
             f"{_rerun_hint(plan, damaged)}.", missing=[found[n].entry.path for n in damaged])
-    try:
-        destination.remove_stray_temporaries()
-        manifest = build_manifest(path, plan, [found[n] for n in range(plan.num_shards)])
-        destination.finish(manifest)
-    except OSError as err:
-        raise OutputError(f"Writing the manifest of {path!r} failed: {err.strerror or err}. Fix it "
-                          "(free space?), then run `packer merge` again.") from err
-    log.info("merged %d shards into %s", len(manifest.shards), path)
-    return MergeResult(path, manifest)
+    return found
 
 
 def _forget(dst: str, fingerprint: str, name: str) -> None:

@@ -7,7 +7,7 @@ file name and input fingerprint. With the shards' receipts, that is all ``packer
 needs to write the manifest, in whichever process or machine runs last, without scanning
 the source again. Array tasks (``--num-tasks N --task-id I``) share one plan: the first to
 start records it (atomically, create-if-absent; see
-:meth:`packer.conversion.destination.Destination.claim`), the others check that theirs is the same.
+:func:`packer.conversion.lifecycle.task_slot`), the others check that theirs is the same.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class JobPlan:
         except (KeyError, TypeError, ValueError):
             raise OutputError(f"The conversion in {dst!r} did not record its plan (it stopped before "
                               "writing anything, or an older packer started it): run the same "
-                              "`packer convert` with --resume, or start again with --overwrite.") from None
+                              "convert(..., resume=True), or start again with overwrite=True.") from None
 
     @property
     def num_shards(self) -> int:

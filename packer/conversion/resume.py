@@ -102,5 +102,5 @@ def check_resumable(dst: str, marker: dict[str, Any], fingerprint: str, src: str
     else:
         why = (f"the source tree changed since ({marker.get('items')} images then, {num_items} now, "
                "or files renamed or resized)")
-    raise ResumeError(f"Cannot resume the conversion in {dst!r}: {why}. Run the same command as "
-                      "before with --resume, or start again with --overwrite.")
+    raise ResumeError(f"Cannot resume the conversion in {dst!r}: {why}. Run the same conversion "
+                      "as before with resume=True, or start again with overwrite=True.")

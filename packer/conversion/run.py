@@ -1,8 +1,9 @@
 """Convert an ImageFolder tree into a packed dataset: scan, plan, write shards in parallel, commit.
 
 The order of events is the crash-safety contract: DST is checked (nothing touched), SRC is scanned
-and planned, DST is marked "in progress" with the plan
-(:class:`~packer.conversion.destination.Destination`), the shard tasks run on an engine
+and planned, DST's lease is taken (a second conversion into it is refused with the name of the
+process converting) and DST is marked "in progress" with the plan
+(:func:`~packer.conversion.lifecycle.conversion_slot`), the shard tasks run on an engine
 (:mod:`packer.conversion.engines`: local worker processes by default), each writing its shard under
 ``DST/.tmp``, fsyncing, hashing, renaming it into place and leaving a receipt; then the sample index
 is written, and ``index.json`` last, atomically (:mod:`packer.conversion.merging`). A run killed at
@@ -22,8 +23,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from packer.conversion.engines.base import Engine
-from packer.conversion.execution import choose_engine, write_error, write_shards
+from packer.conversion.execution import choose_engine, write_shards
 from packer.conversion.job import Job, plan_job
+from packer.conversion.lifecycle import conversion_slot
 from packer.conversion.merging import build_manifest
 from packer.conversion.options import (
     DEFAULT_SHARD_SIZE,
@@ -131,18 +133,17 @@ def _write_job(job: Job, chosen: Engine, *, resume: bool, progress: bool, starte
         check_resumable(job.dst, marker, plan.fingerprint, job.src, plan.options, plan.items)
         # An array job's plan names its task count; finishing it here is one task of one.
         plan = replace(plan, num_tasks=marker.get("num_tasks"))
-    try:
-        staging, kept = destination.start(plan, keep=resume)
-    except OSError as err:
-        raise write_error(job.dst, err) from err
-    todo = [task for task in job.tasks if task.index not in kept]
-    results = write_shards(job, todo, kept, staging, chosen, progress=progress)
-    try:
-        manifest = build_manifest(job.dst, plan, [results[i] for i in range(len(job.tasks))])
-        destination.finish(manifest)
-    except OSError as err:
-        raise OutputError(f"Writing the manifest of {job.dst!r} failed: {err.strerror or err}. "
-                          "Fix it (free space?), then run the same command with --resume.") from err
+    with conversion_slot(destination, plan, keep=resume, expected=job.state) as slot:
+        kept = slot.kept
+        todo = [task for task in job.tasks if task.index not in kept]
+        results = write_shards(job, todo, kept, slot.staging, chosen, progress=progress)
+        try:
+            manifest = slot.commit(lambda: build_manifest(job.dst, plan,
+                                                          [results[i] for i in range(len(job.tasks))]))
+        except OSError as err:
+            raise OutputError(f"Writing the manifest of {job.dst!r} failed: {err.strerror or err}. "
+                              "Fix it (free space?), then run the same conversion again with "
+                              "resume=True.") from err
     seconds = time.perf_counter() - started
     log.info("packed %d samples into %s in %.1f s", manifest.num_samples, job.dst, seconds)
     bytes_in = sum(r.bytes_in for i, r in results.items() if i not in kept)

@@ -9,7 +9,6 @@ never depends on the number of workers.
 
 from __future__ import annotations
 
-import errno
 from collections.abc import Iterable
 
 from packer.conversion.engines.base import task_error
@@ -70,10 +69,9 @@ class Collector:
         assembler = self._assemblers[result.shard]
         try:
             finished = assembler.add(result)
-        except (OSError, ShardError) as err:
+        except (OSError, ShardError) as err:  # a write failure (ShardWriteError is an OSError)
             assembler.abort()
-            code = errno.errorcode.get(err.errno or 0, "") if isinstance(err, OSError) else ""
-            raise task_error(assembler.task, type(err).__name__, str(err), "", code) from err
+            raise task_error(assembler.task, err) from err
         if finished is not None:
             self.shards[result.shard] = finished
         return ()

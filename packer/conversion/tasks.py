@@ -6,7 +6,7 @@ A :class:`ShardTask` carries everything a worker needs (it pickles small and hol
 the name its contents give (:func:`packer.format.shardset.shard_file_name`; when a file of that
 name is already there it holds these very bytes, and is kept) and then writes its receipt
 ``DST/.receipts/<fingerprint>.json``. A shard file with a matching receipt is finished:
-``--resume`` keeps it untouched. Running the same task twice gives the same bytes.
+``resume=True`` keeps it untouched. Running the same task twice gives the same bytes.
 
 The receipt carries the shard's rows of the records array (each payload's digest is known
 from packing, for ``original`` the source's own; the backend says where each landed), so that
@@ -132,7 +132,7 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
         if task.strict:
             raise BadImageError(f"{task.reader.where(relpath)!r} cannot be packed: "
                                 f"{bad.reason} ({bad.detail}). Fix or remove the file, or "
-                                "convert without --strict to skip and list it.",
+                                "convert without strict=True to skip and list it.",
                                 path=relpath, reason=bad.reason)
         packed.skipped.append(SkippedFile(relpath, bad.reason, bad.detail, size, mtime_ns))
         notify("skipped", relpath)
@@ -200,7 +200,7 @@ def write_shard(task: ShardTask, notify: Notify) -> ShardResult:
     Raises:
         BadImageError: under ``strict``, the first file that cannot be packed.
         SourceError: a source file vanished, changed or could not be read (I/O error).
-        ShardError, OSError: the shard could not be written (disk full, read-only, ...).
+        ShardWriteError, OSError: the shard could not be written (disk full, read-only, ...).
     """
     tmp_path = _temporary(task, "")
     writer = get_backend(task.backend).writer(tmp_path, capacity=max(task.planned_bytes, 1))

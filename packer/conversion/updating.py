@@ -32,6 +32,7 @@ from packer.conversion.engines.base import Engine
 from packer.conversion.execution import choose_engine, write_shards
 from packer.conversion.gc import GcResult, collect_garbage
 from packer.conversion.job import Job, plan_source
+from packer.conversion.lifecycle import update_slot
 from packer.conversion.lock import dataset_lock
 from packer.conversion.merging import build_manifest
 from packer.conversion.options import ConversionOptions
@@ -41,6 +42,7 @@ from packer.format.backends import get_backend
 from packer.format.manifest import Manifest
 from packer.format.sample_index import SampleIndex
 from packer.source.registry import open_source
+from packer.store.lease import Lease
 
 __all__ = ["UpdateResult", "update"]
 
@@ -94,8 +96,10 @@ def update(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, checksum
 
     Raises:
         NotADatasetError, IncompleteDatasetError: DST is not a complete dataset.
-        OutputError: DST was written by packer 0.1 (format 1): convert it again.
-        DatasetBusyError: another update or gc is running on DST.
+        OutputError: DST was written by packer 0.1 (format 1): :func:`~packer.conversion.upgrading.upgrade`
+            it first.
+        DatasetBusyError: another process (an update, gc, convert, merge) holds DST's lease;
+            the message names it.
         SourceError, ConversionError, ...: as :func:`packer.convert`.
     """
     started = time.perf_counter()
@@ -104,10 +108,9 @@ def update(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, checksum
     path = destination.path
     if destination.state is not DestinationState.COMPLETE:
         Manifest.load(path)  # the precise error for an incomplete or missing DST
-        raise NotADatasetError(f"{path!r} is not a packer dataset: give the DST of `packer convert`.")
+        raise NotADatasetError(f"{path!r} is not a packer dataset: give the DST of a conversion.")
     with contextlib.ExitStack() as stack:
-        if not dry_run:
-            stack.enter_context(dataset_lock(path, "update"))
+        lease = None if dry_run else stack.enter_context(dataset_lock(path, "update"))
         current = Manifest.load(path)
         job = _plan(src, destination, current, strict=strict, is_valid_file=is_valid_file)
         stack.enter_context(job.source)  # an archive's spool, if reading makes one, goes at the end
@@ -115,13 +118,13 @@ def update(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, checksum
         changes = compare(current, SampleIndex.of(path, current), job, digests=digests)
         todo = [task for task in job.tasks if task.index not in changes.reused]
         up_to_date = _up_to_date(current, job, changes)
-        if dry_run or up_to_date:
+        if lease is None or up_to_date:
             result = UpdateResult(path, current, current.version, changes.added, changes.removed,
                                   changes.changed, len(changes.reused), len(todo),
                                   sum(_estimate(t) for t in todo), time.perf_counter() - started,
                                   up_to_date=up_to_date, dry_run=dry_run)
         else:
-            result = _write_version(job, current, changes, todo, chosen, checksum=checksum,
+            result = _write_version(job, current, changes, todo, chosen, lease, checksum=checksum,
                                     progress=progress, started=started)
     if keep_versions and not dry_run:  # after the lock is released: gc takes it
         result = replace(result, collected=collect_garbage(path, keep_versions=keep_versions))
@@ -129,25 +132,26 @@ def update(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, checksum
 
 
 def _write_version(job: Job, current: Manifest, changes: Changes, todo: list[ShardTask], engine: Engine,
-                   *, checksum: bool, progress: bool, started: float) -> UpdateResult:
+                   lease: Lease, *, checksum: bool, progress: bool, started: float) -> UpdateResult:
     """Write the shards of ``todo`` (those an interrupted run of this update finished are kept),
     then the new version's sample index and manifest, and switch ``index.json`` to it."""
     path = job.dst
-    staging, kept = job.destination.begin_update(job.plan, current.version)
-    todo = [task for task in todo if task.index not in kept]
-    results = write_shards(job, todo, {**changes.reused, **kept}, staging, engine, progress=progress)
-    written = [r for i, r in results.items() if i not in changes.reused]
-    bytes_written = sum(r.entry.num_bytes for r in written)
-    record = describe_record(changes, len(written), bytes_written, from_version=current.version,
-                             checksum=checksum)
-    try:
-        manifest = build_manifest(path, job.plan, [results[i] for i in range(len(job.tasks))],
-                                  version=current.version + 1, last_update=record)
-    except OSError as err:
-        raise OutputError(f"Writing version {current.version + 1} of {path!r} failed: "
-                          f"{err.strerror or err}. Fix it (free space?), then run the same "
-                          "`packer update` again.") from err
-    job.destination.end_update()
+    with update_slot(job.destination, job.plan, current.version, lease) as slot:
+        kept = slot.kept
+        todo = [task for task in todo if task.index not in kept]
+        results = write_shards(job, todo, {**changes.reused, **kept}, slot.staging, engine, progress=progress)
+        written = [r for i, r in results.items() if i not in changes.reused]
+        bytes_written = sum(r.entry.num_bytes for r in written)
+        record = describe_record(changes, len(written), bytes_written, from_version=current.version,
+                                 checksum=checksum)
+        try:
+            manifest = slot.commit(lambda: build_manifest(
+                path, job.plan, [results[i] for i in range(len(job.tasks))], version=current.version + 1,
+                last_update=record))
+        except OSError as err:
+            raise OutputError(f"Writing version {current.version + 1} of {path!r} failed: "
+                              f"{err.strerror or err}. Fix it (free space?), then run the same "
+                              "update() again.") from err
     log.info("updated %s to version %d: %d shards written, %d reused", path, manifest.version,
              len(written), len(changes.reused))
     return UpdateResult(path, manifest, current.version, changes.added, changes.removed, changes.changed,
@@ -159,10 +163,15 @@ def _plan(src: str | os.PathLike[str], destination: Destination, current: Manife
           is_valid_file: Callable[[str], bool] | None) -> Job:
     """Plan a conversion of ``src`` with the options DST recorded."""
     recorded = current.extra.get("options")
-    if current.format_version < 2 or not isinstance(recorded, dict):
+    if current.format_version < 2:
         raise OutputError(f"{destination.path!r} was written by packer 0.1 (format "
-                          f"{current.format_version}), which recorded no shard inputs: convert it "
-                          "again with `packer convert ... --overwrite` (0.2 datasets can be updated).")
+                          f"{current.format_version}), which recorded no source identities: upgrade it "
+                          "first with upgrade(src, dst), which rewrites no shard; then update() works "
+                          "on it.")
+    if not isinstance(recorded, dict):
+        raise OutputError(f"{destination.path!r} records no conversion options (its manifest lacks "
+                          "extra.options): convert its source again with convert(src, dst, "
+                          "overwrite=True).")
     try:
         options = ConversionOptions.from_recorded(recorded, strict=strict, is_valid_file=is_valid_file)
     except ValueError as err:

@@ -128,8 +128,8 @@ def stage_checked(obj: CachedObject) -> str:
         return obj.local_copy(check)
     except IntegrityError as err:
         raise IntegrityError(f"{err}, fetched twice: the object was changed or damaged in the store. "
-                             "Publish the dataset again (`packer push`), or check it with "
-                             "`packer verify URL`.") from None
+                             "Publish the dataset again (push_dataset()), or check it with "
+                             "verify_dataset().") from None
 
 
 class StagedShardReader(ShardReader):
@@ -237,7 +237,7 @@ class RangedShardReader(ShardReader):
             raise IntegrityError(
                 f"Record {index} of {self.obj.url} (bytes {start}-{stop}) does not match the digest "
                 "its dataset records, fetched twice: the shard was changed or damaged in the store. "
-                "Check it with `packer verify URL`, then publish the dataset again (`packer push`).")
+                "Check it with verify_dataset(), then publish the dataset again (push_dataset()).")
         return data
 
     def __getstate__(self) -> dict[str, Any]:

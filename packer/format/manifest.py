@@ -264,18 +264,17 @@ class Manifest:
             if store.exists(IN_PROGRESS_NAME):
                 raise IncompleteDatasetError(
                     f"{top!r} is incomplete: a conversion into it was interrupted before it wrote "
-                    f"{MANIFEST_NAME}. Finish it by running the same `packer convert` with "
-                    "--resume (after array tasks: `packer merge`), or start again with "
-                    "--overwrite.") from None
+                    f"{MANIFEST_NAME}. Finish it by running the same convert(..., resume=True) "
+                    "(after array tasks: merge()), or start again with overwrite=True.") from None
             if not store.is_local:
                 raise NotADatasetError(f"{top!r} holds no packer dataset (no {MANIFEST_NAME}): give "
-                                       "the URL a `packer push` published to.") from None
+                                       "the URL push_dataset() published to.") from None
             if not os.path.isdir(top):
                 what = "is not a directory" if os.path.exists(top) else "does not exist"
                 raise NotADatasetError(f"{top!r} {what}: give the DST of a "
-                                       "`packer convert`.") from None
+                                       "conversion.") from None
             raise NotADatasetError(f"{top!r} is not a packer dataset (no {MANIFEST_NAME}): give "
-                                   "the DST of a finished `packer convert`.") from None
+                                   "the DST of a finished conversion.") from None
         return cls.from_json(text, source=store.describe(MANIFEST_NAME))
 
     @classmethod
@@ -287,10 +286,11 @@ class Manifest:
             current = cls.load(store)
             if current.version == version:  # written before versions were kept
                 return current
-        raise VersionGoneError(f"Version {version} of {store.describe()!r} is gone (`packer gc` removed "
+        raise VersionGoneError(f"Version {version} of {store.describe()!r} is gone "
+                               "(collect_garbage() removed "
                                f"it; the dataset is at version {current.version}): open the dataset "
                                "again to read the current version, or keep more versions "
-                               "(gc --keep-versions N).")
+                               "(collect_garbage(keep_versions=N)).")
 
 
 # index.json's size: a fixed part, plus per class, per shard and per listed scan path (measured).

@@ -40,7 +40,7 @@ from packer.store.durable import atomic_write_bytes
 from packer.store.local import LocalStore
 
 __all__ = ["INDEX_FILES", "METADATA_FILES", "SAMPLES_DIR", "SampleIndex",
-           "estimate_index_bytes", "write_sample_index"]
+           "estimate_index_bytes", "write_index_file", "write_sample_index"]
 
 SAMPLES_DIR: Final = "samples"
 #: Every dataset's index files, by key: their names in format 1 (format 2 adds a content hash).
@@ -102,16 +102,22 @@ def write_sample_index(root: str, relpaths: Sequence[str], targets: Sequence[int
         contents["records"] = _npy_bytes(np.asarray(records, dtype=np.int64).reshape(len(relpaths), 3))
     if metadata is not None:
         contents["metadata_offsets"], contents["metadata"] = _cut(metadata)
-    os.makedirs(os.path.join(root, SAMPLES_DIR), exist_ok=True)
-    entries: dict[str, FileEntry] = {}
-    for name, data in contents.items():
-        digest = hashlib.sha256(data).hexdigest()
-        relative = _content_name(_PLAIN_NAMES[name], digest)
-        path = os.path.join(root, relative)
-        if not (os.path.isfile(path) and os.path.getsize(path) == len(data)):
-            atomic_write_bytes(path, data)
-        entries[name] = FileEntry(relative, len(data), digest)
-    return entries
+    return {name: write_index_file(root, name, data) for name, data in contents.items()}
+
+
+def write_index_file(root: str, key: str, data: bytes | np.ndarray) -> FileEntry:
+    """Write one sample-index file (``key``: ``targets``, ``sources``, ...; an array is saved
+    as ``.npy``) under ``root`` durably, named by its contents; return its manifest entry. A
+    file already there under that name holds these bytes (an earlier version's) and is kept."""
+    if isinstance(data, np.ndarray):
+        data = _npy_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    relative = _content_name(_PLAIN_NAMES[key], digest)
+    path = os.path.join(root, relative)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if not (os.path.isfile(path) and os.path.getsize(path) == len(data)):
+        atomic_write_bytes(path, data)
+    return FileEntry(relative, len(data), digest)
 
 
 def estimate_index_bytes(num_samples: int, path_bytes: int) -> int:

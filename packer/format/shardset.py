@@ -95,8 +95,8 @@ class ShardSet:
                 problems.append(f"{entry.path} has {size} bytes, the manifest says "
                                 f"{entry.num_bytes}")
         if problems:
-            how = ("Restore the files or convert again with --overwrite" if self.store.is_local
-                   else "Publish it again with `packer push`")
+            how = ("Restore the files or convert again with overwrite=True" if self.store.is_local
+                   else "Publish it again with push_dataset()")
             raise ShardError(f"Dataset {self.root!r} is damaged: {'; '.join(problems)}. {how}.")
 
     def __len__(self) -> int:

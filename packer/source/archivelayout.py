@@ -186,7 +186,7 @@ def archive_tree(listing: Listing, *, include_hidden: bool = False, allow_empty:
         raise EmptySourceError(f"Found no image for the class(es) {', '.join(map(repr, empty))} in the "
                                f"archive {listing.path!r}{why}; looked for extensions "
                                f"{' '.join(IMG_EXTENSIONS)}. Add images, or allow empty classes "
-                               "(--allow-empty).")
+                               "(allow_empty=True).")
     report = ScanReport(ignored_hidden=tuple(sorted(hidden)), other_files=other, root_files=root_files,
                         notes=tuple(notes))
     index = SourceIndex(os.path.abspath(listing.path), tuple(names), tuple(items), report, include_hidden)

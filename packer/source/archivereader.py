@@ -140,13 +140,13 @@ class ArchiveReader(ItemReader):
             fd = os.open(part.path, os.O_RDONLY)
         except OSError as err:
             raise SourceError(f"Cannot open the archive {part.path!r}: {err.strerror or err}. Restore "
-                              "it, then run the same command with --resume.") from err
+                              "it, then run the same conversion again with resume=True.") from err
         status = os.fstat(fd)
         if (status.st_size, status.st_mtime_ns) != (part.size, part.mtime_ns):
             os.close(fd)
             raise SourceError(f"The archive {part.path!r} changed during the conversion (it was "
                               f"{part.size} bytes when scanned, {status.st_size} now, or newer): "
-                              "convert again with --overwrite.")
+                              "convert again with overwrite=True.")
         if not part.compressed:
             return fd
         os.close(fd)
@@ -155,17 +155,18 @@ class ArchiveReader(ItemReader):
             return os.open(spool, os.O_RDONLY)
         except OSError as err:
             raise SourceError(f"Cannot open the decompressed copy {spool!r} of {part.path!r}: "
-                              f"{err.strerror or err}. Run the same command with --resume.") from err
+                              f"{err.strerror or err}. Run the same conversion again with "
+                              "resume=True.") from err
 
     def _pread(self, part: int, fd: int, size: int, offset: int) -> bytes:
         try:
             data = os.pread(fd, size, offset)
         except OSError as err:
             raise SourceError(f"Reading {self.parts[part].path!r} failed: {err.strerror or err}. Fix "
-                              "the storage, then run the same command with --resume.") from err
+                              "the storage, then run the same conversion again with resume=True.") from err
         if len(data) < size:
             raise SourceError(f"The archive {self.parts[part].path!r} is shorter than when it was "
-                              "scanned: convert again with --overwrite.")
+                              "scanned: convert again with overwrite=True.")
         return data
 
     def _zip_data(self, part: int, fd: int, offset: int, stored: int) -> bytes:
@@ -187,7 +188,7 @@ class ArchiveReader(ItemReader):
             return os.pread(fd, size, offset)
         except OSError as err:
             raise SourceError(f"Reading {self.parts[part].path!r} failed: {err.strerror or err}. Fix "
-                              "the storage, then run the same command with --resume.") from err
+                              "the storage, then run the same conversion again with resume=True.") from err
 
 
 class _Handles:

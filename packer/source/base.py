@@ -155,12 +155,12 @@ class SourceOptions:
                 if getattr(self, name) != getattr(defaults, name)}
 
 
-#: Each source option's command-line flag, for messages.
+#: Each source option as messages name it (the command line shows its flag instead).
 _OPTION_FLAGS: Mapping[str, str] = {
-    "include_hidden": "--include-hidden", "allow_empty": "--allow-empty",
-    "is_valid_file": "is_valid_file", "root": "--root", "path_column": "--path-column",
-    "label_column": "--label-column", "classes_file": "--classes", "label_field": "--label-field",
-    "image_column": "--image-column",
+    "include_hidden": "include_hidden=True", "allow_empty": "allow_empty=True",
+    "is_valid_file": "is_valid_file=", "root": "root=", "path_column": "path_column=",
+    "label_column": "label_column=", "classes_file": "classes_file=", "label_field": "label_field=",
+    "image_column": "image_column=",
 }
 
 #: Which kinds take each option, for messages.
@@ -192,7 +192,7 @@ class Source(ABC):
             kinds = " or ".join(dict.fromkeys(_OPTION_KINDS[name] for name in unused))
             raise SourceError(f"{flags} apply to a {kinds} source, but {location!r} is a {self.kind} "
                               "source: give that kind of source as SRC (or name its kind with "
-                              "--source-format), or drop the option(s).")
+                              "source_format=), or drop the option(s).")
         self.location = location
         self.options = options
 

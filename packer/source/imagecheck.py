@@ -152,7 +152,7 @@ def open_image(data: bytes, *, max_pixels: int) -> Image.Image:
     width, height = image.size
     if width * height > max_pixels:
         raise UnpackableFile("decompression_bomb", f"{width}x{height} = {width * height} pixels is "
-                             f"over the limit of {max_pixels} (raise it with --max-pixels)")
+                             f"over the limit of {max_pixels} (raise max_pixels to pack it)")
     return image
 
 

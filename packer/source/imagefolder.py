@@ -188,7 +188,7 @@ def scan_imagefolder(
                     else "extensions " + " ".join(extensions or ()))
         raise EmptySourceError(
             f"Found no image for the class(es) {names} in {top!r}{why}; looked for {accepted}. "
-            "Add images, remove the folder, or allow empty classes (--allow-empty)."
+            "Add images, remove the folder, or allow empty classes (allow_empty=True)."
         )
     report = ScanReport(
         ignored_hidden=tuple(_relpath(p, top) for p in hidden),

@@ -174,7 +174,7 @@ def _classes(listfile: str, rows: list[tuple[int, str, Any, dict[str, Any]]], fm
             line = next(n for n, _, v, _ in rows if isinstance(v, int))
             raise _fail(listfile, line, "labels mix numbers and class names: use one kind")
         if classes_file is not None:
-            raise _fail(listfile, None, "--classes names integer labels, but this list's labels are "
+            raise _fail(listfile, None, "classes_file= names integer labels, but this list's labels are "
                                         "class names already")
         classes = tuple(sorted(set(map(str, raw))))
         position = {name: i for i, name in enumerate(classes)}
@@ -224,7 +224,7 @@ def scan_listfile(listfile: str | os.PathLike[str], *, root: str | os.PathLike[s
         archive = ArchiveMembers(top)
     elif not os.path.isdir(top):
         raise SourceNotFoundError(f"The root {top!r} of list {path!r} is not a directory or an archive: "
-                                  "give --root, the folder (or .tar, .tar.gz, .zip) the listed paths "
+                                  "give root=, the folder (or .tar, .tar.gz, .zip) the listed paths "
                                   "are relative to.")
     fmt = list_format(path)
     try:

@@ -229,7 +229,7 @@ def scan_parquet(files: list[str], *, image_column: str | None, label_column: st
     if not classes:
         raise EmptySourceError(f"No row of the Parquet source {named} has a usable label in the column "
                                f"{layout.label_column!r} (all null or negative): name the label column "
-                               "with --label-column.")
+                               "with label_column=.")
     relpaths, note = _relpaths(files, rows)
     notes = [note] if note else []
     metadata_columns = layout.metadata_columns

@@ -43,7 +43,7 @@ def open_table(path: str) -> pq.ParquetFile:
     except (pa.ArrowException, OSError) as err:
         raise SourceError(f"{path!r} is not a Parquet file that can be read ({err}): give Parquet tables "
                           "(as the Hugging Face hub ships them), re-download a damaged one, or name the "
-                          "kind of source with --source-format. Nothing was written.") from None
+                          "kind of source with source_format=. Nothing was written.") from None
 
 
 def _skip(item: SourceItem, where: str) -> UnpackableFile:
@@ -108,8 +108,8 @@ class ParquetReader(ItemReader):
             table = self._file[1].read_row_group(group, columns=[self.leaf], use_threads=False)
         except (pa.ArrowException, OSError, IndexError) as err:
             raise SourceError(f"Reading row group {group} of {path!r} failed ({err}): the table changed "
-                              "or broke during the conversion. Restore it, then run the same command "
-                              "with --resume (or convert again with --overwrite).") from None
+                              "or broke during the conversion. Restore it, then run the same conversion "
+                              "again with resume=True (or convert again with overwrite=True).") from None
         column = table.column(0).combine_chunks()
         if self.leaf != self.column:
             column = column.flatten()[0]  # the struct read holds only 'bytes' (null where it is)
@@ -132,7 +132,7 @@ class ParquetReader(ItemReader):
         if len(data) != item.size or digest_of(data) != item.mtime_ns:
             raise SourceError(f"Row {item.locator[3]} of {self.files[number]!r} changed during the "
                               "conversion (its image bytes differ from the scan's): convert again with "
-                              "--overwrite.")
+                              "overwrite=True.")
         return bytes(data)
 
     def known_skip(self, item: SourceItem) -> str | None:

@@ -152,7 +152,7 @@ def _label_kind(path: str, column: str, kind: pa.DataType) -> str:
     if _is_text(kind):
         return "names"
     raise _fail(path, f"the label column {column!r} holds {kind}, not integers or class names: "
-                      "name another with --label-column")
+                      "name another with label_column=")
 
 
 def table_layout(path: str, schema: pa.Schema, *, image_column: str | None,
@@ -167,21 +167,21 @@ def table_layout(path: str, schema: pa.Schema, *, image_column: str | None,
     features = _features(schema)
     typed_images = [n for n, f in features.items() if isinstance(f, dict) and f.get("_type") == "Image"]
     typed_labels = [n for n, f in features.items() if _class_names(f) is not None]
-    image = _choose(path, columns, image_column, IMAGE_COLUMNS, typed_images, "image", "--image-column")
+    image = _choose(path, columns, image_column, IMAGE_COLUMNS, typed_images, "image", "image_column=")
     image_type = schema.field(image).type
     if pa.types.is_struct(image_type):
         fields = {image_type.field(i).name: image_type.field(i).type for i in range(image_type.num_fields)}
         if "bytes" not in fields or not _is_binary(fields["bytes"]):
             raise _fail(path, f"the image column {image!r} is a struct without binary 'bytes' "
-                              f"({image_type}): name the column of encoded images with --image-column")
+                              f"({image_type}): name the column of encoded images with image_column=")
         field: str | None = "bytes"
         has_path = "path" in fields and _is_text(fields["path"])
     elif _is_binary(image_type):
         field, has_path = None, False
     else:
         raise _fail(path, f"the image column {image!r} holds {image_type}, not encoded image bytes (a "
-                          "binary column, or a struct with 'bytes'): name another with --image-column")
-    label = _choose(path, columns, label_column, LABEL_COLUMNS, typed_labels, "label", "--label-column")
+                          "binary column, or a struct with 'bytes'): name another with image_column=")
+    label = _choose(path, columns, label_column, LABEL_COLUMNS, typed_labels, "label", "label_column=")
     if label == image:
         raise _fail(path, f"the column {label!r} cannot be both the images and the labels")
     kind = _label_kind(path, label, schema.field(label).type)
@@ -221,7 +221,7 @@ def label_targets(layout: TableLayout, labels: list[Any]) -> tuple[tuple[str, ..
         if top >= MAX_NUMBERED_CLASSES:
             raise SourceError(f"The label column {layout.label_column!r} holds {top}: labels that large "
                               f"would make {top + 1} classes. Is it an id? Name the label column with "
-                              "--label-column.")
+                              "label_column=.")
         for value in labels:
             found.append((0, NO_LABEL) if value is None else (value, NEGATIVE) if value < 0 else (value, OK))
         return tuple(str(i) for i in range(top + 1)), found

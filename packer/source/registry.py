@@ -24,13 +24,13 @@ __all__ = ["ARCHIVE_SUFFIXES", "SOURCES", "detect_kind", "expand_pattern", "open
            "source_names"]
 
 #: Every kind of source, by the name ``--source-format`` takes.
-SOURCES: Registry[type[Source]] = Registry("source format", {
+SOURCES: Registry[type[Source]] = Registry("source format", entry_points="packer.sources", builtins={
     "tree": "packer.source.tree:TreeSource",
     "list": "packer.source.listfile:ListFileSource",
     "archive": "packer.source.archive:ArchiveSource",
     "webdataset": "packer.source.webdataset:WebDatasetSource",
     "parquet": Lazy("packer.source.parquet:ParquetSource", "parquet"),
-}, hint="Name one with --source-format, or leave it out to detect it.")
+}, hint="Name one with source_format=, or leave it out to detect it.")
 
 
 

@@ -269,7 +269,7 @@ def _inner(outer: _Walk, member: Member) -> Inner:
 def _not_a_tar(path: str, err: BaseException, what: str = "tar archive") -> SourceError:
     return SourceError(f"{path!r} is not a valid {what} ({err}): give a .tar, .tar.gz (.tgz) or .zip "
                        "of an ImageFolder tree, re-download it if it is damaged, or name the kind "
-                       "of source with --source-format.")
+                       "of source with source_format=.")
 
 
 def index_tar(path: str, *, compressed: bool = False, keep: Keep | None = None,

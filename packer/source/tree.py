@@ -44,13 +44,14 @@ class FileReader(ItemReader):
                 raise UnpackableFile("missing", f"listed, but there is no such file under {self.root!r}"
                                      ) from None
             raise SourceError(f"Source file {path!r} vanished during the conversion: restore it (or "
-                              "re-plan with --overwrite), then run the same command with --resume.") from err
+                              "re-plan with overwrite=True), then run the same conversion again with "
+                              "resume=True.") from err
         except OSError as err:
             raise SourceError(f"Reading {path!r} failed: {err}. Fix the storage, then run the same "
-                              "command with --resume.") from err
+                              "conversion again with resume=True.") from err
         if item.size >= 0 and len(data) != item.size:
             raise SourceError(f"Source file {path!r} changed during the conversion ({item.size} bytes "
-                              f"when scanned, {len(data)} now): convert again with --overwrite.")
+                              f"when scanned, {len(data)} now): convert again with overwrite=True.")
         return data
 
     def dimensions(self, item: SourceItem) -> tuple[int, int] | None:

@@ -129,7 +129,7 @@ class LabelField:
         extension, _, path = text.partition(":")
         fields = tuple(path.split(".")) if path else ()
         if not extension.strip() or any(not part for part in fields) or (":" in text and not path):
-            raise SourceError(f"--label-field {text!r} names no member: give an extension (cls, txt) "
+            raise SourceError(f"label_field={text!r} names no member: give an extension (cls, txt) "
                               "or a JSON member's field (json:label, json:meta.label).")
         return cls(extension.strip().lower(), fields)
 

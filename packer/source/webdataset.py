@@ -171,7 +171,7 @@ class WebDatasetSource(Source):
         if not numbers and not names:
             seen = sorted({ext for sample in samples for ext in sample.members})
             raise SourceError(f"{where}: no sample has a usable label in {str(self.field)!r} (members "
-                              f"seen: {', '.join(seen)}): name the label with --label-field (cls, txt, "
+                              f"seen: {', '.join(seen)}): name the label with label_field= (cls, txt, "
                               "json:label).")
         negative = [(s, v) for s, v in numbers if v < 0]
         if negative:

@@ -155,7 +155,7 @@ def index_zip(path: str) -> Listing:
             if start != _LOCAL_SIGNATURE:
                 raise SourceError(f"{path!r} is not a valid zip archive ({err}): give a .tar, .tar.gz "
                                   "(.tgz) or .zip of an ImageFolder tree, re-download it if it is "
-                                  "damaged, or name the kind of source with --source-format.") from None
+                                  "damaged, or name the kind of source with source_format=.") from None
             members, notes = _from_local_headers(path, status.st_size)
             notes.insert(0, f"{path!r} has no central directory ({err}; a truncated download?): its "
                             f"members were found from their local headers ({len(members)} found).")

@@ -16,7 +16,8 @@ __all__ = ["Store"]
 
 
 class Store(ABC):
-    """The files under one root: stat, read a range, read whole, put, list, delete.
+    """The files under one root: stat, read a range, read whole, put (also only if absent),
+    list, delete.
 
     Stores pickle as their URL and options; any client a remote store needs is created lazily
     in the process that uses it (never inherited across a fork).
@@ -65,6 +66,20 @@ class Store(ABC):
     @abstractmethod
     def put(self, key: str, data: bytes) -> None:
         """Write ``key`` whole and atomically: a reader sees the old object or the new one."""
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create ``key`` holding ``data``, whole, unless it exists; return whether this call did.
+
+        Of several processes racing to create one key, on one host or many, exactly one gets
+        ``True`` (what a lease needs: :mod:`packer.store.lease`). A call whose reply was lost
+        and was retried may get ``False`` for the object it created itself: read it to tell.
+
+        Raises:
+            StoreError: this store cannot create a key only if it is absent.
+        """
+        raise StoreError(f"{self.describe(key)}: {type(self).__name__} cannot create an object only "
+                         "if it is absent, which the lease that keeps two writers apart needs; "
+                         "write the dataset through another store.")
 
     @abstractmethod
     def put_file(self, key: str, path: str) -> None:

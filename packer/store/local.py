@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from packer.errors import ObjectNotFoundError
 from packer.store.base import Store
-from packer.store.durable import atomic_write_bytes
+from packer.store.durable import atomic_write_bytes, create_exclusively
 
 __all__ = ["LocalStore"]
 
@@ -35,8 +35,11 @@ class LocalStore(Store):
         return os.path.join(self.url, *key.split("/")) if key else self.url
 
     def stat(self, key: str) -> int:
+        path = self.local_path(key)
+        if not os.path.isfile(path):  # a folder is no key
+            raise ObjectNotFoundError(f"{self.describe(key)!r} does not exist")
         try:
-            return os.path.getsize(self.local_path(key))
+            return os.path.getsize(path)
         except OSError as err:
             raise ObjectNotFoundError(f"{self.describe(key)!r} does not exist ({err.strerror})") from err
 
@@ -57,8 +60,9 @@ class LocalStore(Store):
     def sizes(self, keys: Sequence[str]) -> dict[str, int | None]:
         found: dict[str, int | None] = {}
         for key in keys:
+            path = self.local_path(key)
             try:
-                found[key] = os.path.getsize(self.local_path(key))
+                found[key] = os.path.getsize(path) if os.path.isfile(path) else None
             except OSError:
                 found[key] = None
         return found
@@ -67,6 +71,16 @@ class LocalStore(Store):
         path = self.local_path(key)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic_write_bytes(path, data)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        path = self.local_path(key)
+        for _ in range(3):  # a folder removed between making it and linking into it: again
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:
+                return create_exclusively(path, data)
+            except FileNotFoundError:
+                continue
+        return create_exclusively(path, data)
 
     def put_file(self, key: str, path: str) -> None:
         target = self.local_path(key)

@@ -17,6 +17,7 @@ to the fsspec filesystem as they are, except packer's own keys: ``retries`` (see
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -110,13 +111,17 @@ class RemoteStore(Store):
         return data
 
     def read_range(self, key: str, start: int, stop: int) -> bytes:
+        if stop <= start:  # an empty range: a client would ask for the whole object
+            return b""
+
         def fetch() -> bytes:
             data: bytes = self._fs().cat_file(self._path(key), start=start, end=stop)
             if len(data) > stop - start:  # the whole object: retrying cannot help
                 raise StoreError(f"{self.describe(key)}: the server ignored a Range request (sent "
                                  f"{len(data)} bytes for {stop - start}); serve the dataset from "
                                  "a server with range support (nginx, a CDN, an object store).")
-            if len(data) != stop - start:
+            # Fewer bytes: a range past the object's end, or a transfer cut short (retried).
+            if len(data) != stop - start and len(data) != self.stat(key) - start:
                 raise ShortRead(f"got {len(data)} of {stop - start} bytes")
             return data
 
@@ -145,6 +150,30 @@ class RemoteStore(Store):
     def put(self, key: str, data: bytes) -> None:
         self._writable(key)
         self._call(self.describe(key), lambda: self._fs().pipe_file(self._path(key), data))
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        self._writable(key)
+
+        def create() -> bool:
+            try:
+                self._create(self._path(key), data)
+            except FileExistsError:
+                return False
+            return True
+
+        created: bool = self._call(self.describe(key), create)
+        return created
+
+    def _create(self, path: str, data: bytes) -> None:
+        """Write ``path`` only if it is absent, else raise FileExistsError: fsspec's
+        ``pipe_file(..., mode="create")`` where the client takes it (gcsfs sends it as the
+        precondition ``ifGenerationMatch=0``); each cloud may override this."""
+        fs = self._fs()
+        if "mode" not in _parameters(getattr(fs, "_pipe_file", fs.pipe_file)):
+            raise StoreError(f"{self.describe()}: this version of the {self.protocol} client cannot "
+                             "create an object only if it is absent, which the lease that keeps two "
+                             "writers apart needs: upgrade fsspec and the client.")
+        fs.pipe_file(path, data, mode="create")
 
     def put_file(self, key: str, path: str) -> None:
         self._writable(key)
@@ -178,3 +207,11 @@ class RemoteStore(Store):
                 pass
 
         self._call(self.describe(key), remove)
+
+
+def _parameters(method: Any) -> tuple[str, ...]:
+    """The parameter names of a client's method (none where they cannot be read)."""
+    try:
+        return tuple(inspect.signature(method).parameters)
+    except (TypeError, ValueError):
+        return ()

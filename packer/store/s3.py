@@ -17,7 +17,8 @@ class S3Store(RemoteStore):
 
     ``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_S3``) points at an S3-compatible server; a
     plain ``http://`` endpoint works as it is. Retries are packer's own, so botocore and s3fs
-    try once each (their retries would multiply ours).
+    try once each (their retries would multiply ours). A key created only if it is absent (the
+    lease) is sent with ``If-None-Match: *``, which AWS, MinIO and moto honour.
     """
 
     protocol = "s3"
@@ -35,6 +36,16 @@ class S3Store(RemoteStore):
         config.setdefault("read_timeout", self.timeout)
         config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
         return {"client_kwargs": client, "config_kwargs": config, **options}
+
+    def _create(self, path: str, data: bytes) -> None:
+        # PutObject with ``If-None-Match: *`` (AWS since 2024, MinIO, moto); botocore's call,
+        # so any s3fs works. s3fs turns the 412 answer into FileExistsError.
+        fs = self._fs()
+        bucket, key, _ = fs.split_path(path)
+        try:
+            fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        finally:
+            fs.invalidate_cache(path)  # a listing s3fs kept must show the new key
 
     def _new_fs(self) -> Any:
         fs = super()._new_fs()

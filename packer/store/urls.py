@@ -14,7 +14,7 @@ from packer.store.local import LocalStore
 __all__ = ["STORES", "is_url", "open_store", "register_store", "store_schemes"]
 
 #: Store class of each URL scheme (``file`` and plain paths: :class:`LocalStore`).
-STORES: Registry[type[Store]] = Registry("storage URL scheme", {
+STORES: Registry[type[Store]] = Registry("storage URL scheme", entry_points="packer.stores", builtins={
     "file": Lazy("packer.store.local:LocalStore"),
     "s3": Lazy("packer.store.s3:S3Store", "remote"),
     "http": Lazy("packer.store.web:HTTPStore", "remote"),

@@ -39,12 +39,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from tqdm import tqdm
-
 from packer.errors import ManifestError, OutputError, OutputExistsError, ShardError
 from packer.format.codecs import Codec, ExportFormat, get_codec
 from packer.format.sample_index import SampleIndex
 from packer.format.shardset import ShardSet
+from packer.progressbar import ProgressBar
 from packer.source.imagecheck import decoder_failures
 from packer.tools.export_list import list_text
 from packer.tools.selection import class_members, pick_samples, select_classes
@@ -84,7 +83,7 @@ def _file_names(relpaths: Sequence[str], fmt: ExportFormat) -> list[str]:
     repeated = [name for name, n in Counter(names).items() if n > 1]
     if repeated:
         raise ManifestError(f"Samples would be exported twice as {repeated[0]!r}: the sample index "
-                            "is damaged (packer verify --deep).")
+                            "is damaged (verify_dataset(deep=True)).")
     return names
 
 
@@ -97,7 +96,7 @@ def _check_relpath(relpath: str, class_name: str | None) -> None:
     if not inside or (class_name is not None and parts[0] != class_name):
         where = "inside the list's root" if class_name is None else f"inside its class folder {class_name!r}"
         raise ManifestError(f"Sample path {relpath!r} is not a file {where}: the sample index is "
-                            "damaged (packer verify --deep).")
+                            "damaged (verify_dataset(deep=True)).")
 
 
 def _inside(inner: str, outer: str) -> bool:
@@ -115,13 +114,13 @@ def _check_out(out: str, root: str, source: str, *, overwrite: bool) -> None:
         raise OutputError(f"Export target {out!r} exists and is not a directory: choose another path.")
     if os.path.isdir(out) and os.listdir(out) and not overwrite:
         raise OutputExistsError(f"Export target {out!r} is not empty: choose a new directory, or pass "
-                                "--overwrite to write into it (files of the same names are replaced, "
+                                "overwrite=True to write into it (files of the same names are replaced, "
                                 "nothing is deleted).")
 
 
 def _fail(err: OSError, where: str) -> OutputError:
     return OutputError(f"Cannot write the export at {err.filename or where!r}: {err.strerror or err}; "
-                       "free space or fix permissions, then export again with --overwrite.")
+                       "free space or fix permissions, then export again with overwrite=True.")
 
 
 def _make_dirs(path: str) -> None:
@@ -161,7 +160,7 @@ def _selected(shards: ShardSet, index: SampleIndex, class_ids: list[int],
 def _converted(codec: Codec, payload: bytes, name: str) -> bytes:
     def damaged(err: Exception) -> ShardError:
         return ShardError(f"The sample exported as {name!r} cannot be decoded ({type(err).__name__}: "
-                          f"{err}); the dataset is damaged: run packer verify --deep.")
+                          f"{err}); the dataset is damaged: run verify_dataset(deep=True).")
 
     with decoder_failures(damaged):
         return codec.exported_bytes(payload)
@@ -173,7 +172,7 @@ def _write_all(shards: ShardSet, top: str, class_names: list[str], chosen: Seque
     for name in class_names:
         _make_dirs(os.path.join(top, name))
     written = 0
-    with tqdm(total=len(chosen), unit="img", desc="exporting", disable=None if progress else True,
+    with ProgressBar(total=len(chosen), unit="img", desc="exporting", disable=None if progress else True,
               dynamic_ncols=True) as bar:
         for start in range(0, len(chosen), _BATCH):
             batch = chosen[start:start + _BATCH]
@@ -224,7 +223,7 @@ def export_dataset(
     listing = manifest.extra.get("list")
     if as_list and listing is None:
         raise ValueError(f"{shards.root!r} was converted from a folder tree, not a list file: export "
-                         "it as a tree (without --as-list)")
+                         "it as a tree (without as_list=True)")
     codec = get_codec(manifest.codec, manifest.codec_params)
     fmt = codec.export_format()
     top = os.path.abspath(os.fspath(out))

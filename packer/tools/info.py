@@ -10,6 +10,7 @@ from packer.conversion.destination import UPDATE_NAME
 from packer.errors import StoreError
 from packer.format.manifest import Manifest, dataset_versions
 from packer.store import Store, open_store
+from packer.store.lease import lease_holders
 
 __all__ = ["dataset_info"]
 
@@ -22,10 +23,18 @@ def _versions(store: Store) -> list[int]:
         return []
 
 
+def _leases(store: Store) -> list[dict[str, Any]]:
+    """Who holds the dataset's lease now (stale holders marked); none where the store cannot list."""
+    try:
+        return [{"slot": slot, **holder.as_dict()} for slot, holder in lease_holders(store)]
+    except StoreError:
+        return []
+
+
 def dataset_info(root: str | os.PathLike[str], *,
                  storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Summarise the dataset at ``root`` (a path or a URL) from its manifest alone (no shard
-    is read).
+    is read), and who holds its lease (``leases``: the process writing it now, if any).
 
     Raises:
         NotADatasetError, IncompleteDatasetError, ManifestError: see :meth:`Manifest.load`.
@@ -43,6 +52,8 @@ def dataset_info(root: str | os.PathLike[str], *,
         "versions_kept": _versions(store) or [manifest.version],
         "last_update": manifest.last_update,
         "update_in_progress": store.exists(UPDATE_NAME) if store.is_local else False,
+        # the processes writing it now: convert, update, gc, push... (a stale one says why)
+        "leases": _leases(store),
         "created_by": manifest.created_by,
         "created_at": manifest.created_at,
         "source": manifest.source,

@@ -88,8 +88,8 @@ def _check_size(layout: Layout, rows: int) -> None:
         raise ValueError(
             f"a sheet of {rows} classes x {layout.columns} thumbnails of {layout.thumb} px would be "
             f"{width}x{height} pixels, over the {MAX_SHEET_PIXELS:,} a viewer opens: select fewer "
-            "classes (--classes), fewer samples per class (--per-class) or smaller thumbnails "
-            "(--thumb)")
+            "classes (classes=), fewer samples per class (per_class=) or smaller thumbnails "
+            "(thumb=)")
 
 
 def make_contact_sheet(

@@ -7,11 +7,13 @@ Files are named by their content, so an object already there with the same name 
 these bytes and is skipped: a push after ``packer update`` uploads only the new files, and an
 interrupted push is finished by running it again. Large files go up in parts (the client's
 multipart upload). A reader that opened version 1 keeps reading it after a push of version 2,
-until a gc removes it.
+until a gc removes it. A push and a gc of one URL hold the dataset's lease there
+(:mod:`packer.store.lease`: a conditional put), so two never run at once, from any host.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -24,6 +26,7 @@ from packer.errors import NotADatasetError
 from packer.format.manifest import MANIFEST_NAME, VERSIONS_DIR, Manifest, dataset_versions, version_key
 from packer.store import Store, open_store
 from packer.store.fetching import copy_object
+from packer.store.lease import held_lease
 
 __all__ = ["PushResult", "RemoteGcResult", "collect_remote_garbage", "pull_dataset", "push_dataset"]
 
@@ -78,6 +81,8 @@ def push_dataset(src: str | os.PathLike[str], url: str, *,
 
     Raises:
         NotADatasetError, IncompleteDatasetError: ``src`` is not a complete dataset.
+        DatasetBusyError: another push (or a gc) holds the dataset's lease at ``url``; the
+            message names it.
         StoreError: the URL cannot be written (missing bucket, credentials, read-only HTTP).
     """
     local = open_store(src)
@@ -86,35 +91,37 @@ def push_dataset(src: str | os.PathLike[str], url: str, *,
     current = Manifest.load(local)
     remote = open_store(url, storage_options)
     remote.check_writable()
-    versions = [v for v in dataset_versions(local.url) if v <= current.version] or [current.version]
-    manifests = {v: current if v == current.version else Manifest.load(local, v) for v in versions}
-    wanted: dict[str, tuple[int, str]] = {}
-    for manifest in manifests.values():
-        wanted.update(_files_of(manifest))
-    present = remote.list()
-    todo = [key for key, (size, _) in sorted(wanted.items())
-            if not (present.get(key) == size and _CONTENT_NAMED.fullmatch(key.rsplit("/", 1)[-1]))]
-    skipped = [key for key in sorted(wanted) if key not in todo]
-    for key in skipped:
-        if on_file is not None:
-            on_file(key, wanted[key][0])
+    with held_lease(remote, "push", what=f"push to {remote.url!r}") as lease:
+        versions = [v for v in dataset_versions(local.url) if v <= current.version] or [current.version]
+        manifests = {v: current if v == current.version else Manifest.load(local, v) for v in versions}
+        wanted: dict[str, tuple[int, str]] = {}
+        for manifest in manifests.values():
+            wanted.update(_files_of(manifest))
+        present = remote.list()
+        todo = [key for key, (size, _) in sorted(wanted.items())
+                if not (present.get(key) == size and _CONTENT_NAMED.fullmatch(key.rsplit("/", 1)[-1]))]
+        skipped = [key for key in sorted(wanted) if key not in todo]
+        for key in skipped:
+            if on_file is not None:
+                on_file(key, wanted[key][0])
 
-    def upload(key: str) -> None:
-        remote.put_file(key, local.local_path(key) or key)
-        if on_file is not None:
-            on_file(key, wanted[key][0])
+        def upload(key: str) -> None:
+            remote.put_file(key, local.local_path(key) or key)
+            if on_file is not None:
+                on_file(key, wanted[key][0])
 
-    with ThreadPoolExecutor(max(1, workers)) as pool:
-        list(pool.map(upload, todo))  # data first: every file any version names
-    uploaded = list(todo)
-    for version, manifest in sorted(manifests.items()):  # then the versions' manifests
-        key = version_key(version)
-        text = local.read(key) if local.exists(key) else manifest.to_json().encode("utf-8")
-        if present.get(key) != len(text) or version == current.version:
-            remote.put(key, text)
-            uploaded.append(key)
-    remote.put(MANIFEST_NAME, local.read(MANIFEST_NAME))  # the switch, last
-    uploaded.append(MANIFEST_NAME)
+        with ThreadPoolExecutor(max(1, workers)) as pool:
+            list(pool.map(upload, todo))  # data first: every file any version names
+        uploaded = list(todo)
+        lease.check()  # switch nothing under a lease another process took over
+        for version, manifest in sorted(manifests.items()):  # then the versions' manifests
+            key = version_key(version)
+            text = local.read(key) if local.exists(key) else manifest.to_json().encode("utf-8")
+            if present.get(key) != len(text) or version == current.version:
+                remote.put(key, text)
+                uploaded.append(key)
+        remote.put(MANIFEST_NAME, local.read(MANIFEST_NAME))  # the switch, last
+        uploaded.append(MANIFEST_NAME)
     log.info("pushed %s to %s: %d files uploaded, %d already there", local.url, remote.url,
              len(uploaded), len(skipped))
     return PushResult(local.url, remote.url, current.version, tuple(uploaded), tuple(skipped),
@@ -131,13 +138,32 @@ def collect_remote_garbage(url: str | Store, *, keep_versions: int = 1, dry_run:
     Raises:
         ValueError: ``keep_versions`` is below 1.
         NotADatasetError: no dataset at ``url``.
+        DatasetBusyError: a push or another gc holds the dataset's lease at ``url``.
         StoreError: the URL cannot be listed or written.
     """
     if keep_versions < 1:
         raise ValueError(f"keep_versions must be at least 1 (the current version), not {keep_versions}")
     store = open_store(url, storage_options)
-    current = Manifest.load(store)
-    listed = store.list()
+    current = Manifest.load(store)  # no dataset there: say so before writing a lease
+    with contextlib.ExitStack() as stack:
+        lease = None if dry_run else stack.enter_context(
+            held_lease(store, "gc", what=f"collect garbage in {store.url!r}"))
+        if lease is not None:
+            current = Manifest.load(store)  # as it is now that nobody else writes
+        listed = store.list()
+        victims, kept = _unused(store, current, listed, keep_versions)
+        if lease is not None and victims:
+            lease.check()  # delete nothing under a lease another process took over
+            for key in victims:
+                store.delete(key)
+    return RemoteGcResult(store.url, current.version, tuple(kept), tuple(victims),
+                          sum(listed[key] for key in victims), dry_run)
+
+
+def _unused(store: Store, current: Manifest, listed: dict[str, int],
+            keep_versions: int) -> tuple[list[str], list[int]]:
+    """The keys none of the newest ``keep_versions`` versions uses (versions' manifests first,
+    so that a reader never finds a version whose files are gone), and the versions kept."""
     versions = dataset_versions(store)
     older = [v for v in versions if v < current.version]
     kept = [*older[len(older) - min(keep_versions - 1, len(older)):], current.version]
@@ -150,11 +176,7 @@ def collect_remote_garbage(url: str | Store, *, keep_versions: int = 1, dry_run:
     victims = [key for key in ours if key not in used]
     # manifests of removed versions first: a reader never finds a version whose files are gone
     victims.sort(key=lambda key: not key.startswith(f"{VERSIONS_DIR}/"))
-    if not dry_run:
-        for key in victims:
-            store.delete(key)
-    return RemoteGcResult(store.url, current.version, tuple(kept), tuple(victims),
-                          sum(listed[key] for key in victims), dry_run)
+    return victims, kept
 
 
 def _download(store: Store, key: str, size: int, path: str) -> None:

@@ -50,7 +50,7 @@ def select_classes(classes: Sequence[str], wanted: Iterable[str] | None = None) 
                 raise _unknown(name, classes)
             chosen.add(index[name])
     if not chosen:
-        raise ValueError("no class selected: give class names, e.g. --classes cat,dog")
+        raise ValueError("no class selected: give class names, e.g. classes=cat,dog")
     return sorted(chosen)
 
 
@@ -63,7 +63,7 @@ def class_members(targets: np.ndarray, num_classes: int) -> list[np.ndarray]:
     labels = np.asarray(targets, dtype=np.int64)
     if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
         raise ShardError(f"targets outside 0..{num_classes - 1}: the sample index is damaged "
-                         "(packer verify --deep).")
+                         "(verify_dataset(deep=True)).")
     order = np.argsort(labels, kind="stable")
     counts = np.bincount(labels, minlength=num_classes)
     return np.split(order, np.cumsum(counts)[:-1])

@@ -70,7 +70,7 @@ def _load(dst: str | os.PathLike[str], index: int) -> tuple[SampleInfo, bytes]:
     def damaged(err: Exception) -> ShardError:
         return ShardError(f"Sample {position} ({relpath}) of {shards.root!r} cannot be decoded with "
                           f"codec {manifest.codec!r} ({type(err).__name__}: {err}); the data is "
-                          "damaged: run packer verify --deep.")
+                          "damaged: run verify_dataset(deep=True).")
 
     codec = get_codec(manifest.codec, manifest.codec_params)
     with decoder_failures(damaged):

@@ -31,13 +31,13 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from packer.errors import PackerError, ShardError
 from packer.format.backends import get_backend
 from packer.format.codecs import Codec, get_codec
 from packer.format.manifest import MANIFEST_NAME, FileEntry, Manifest, ShardEntry
 from packer.format.sample_index import INDEX_FILES, SampleIndex
+from packer.progressbar import ProgressBar
 from packer.source.imagecheck import UndecodableImage, decoder_failures
 from packer.store.durable import sha256_file
 from packer.store.urls import is_url
@@ -48,7 +48,7 @@ from packer.tools.publish import pull_dataset
 __all__ = ["MAX_LISTED", "Problem", "VerifyReport", "verify_dataset"]
 
 _BATCH = 256
-_FIX = "restore it from a copy, or convert again with --overwrite"
+_FIX = "restore it from a copy, or convert again with overwrite=True"
 
 
 def _check_manifest(manifest: Manifest, found: Findings) -> bool:
@@ -76,7 +76,7 @@ def _check_manifest(manifest: Manifest, found: Findings) -> bool:
     return ranges_ok
 
 
-def _check_file(root: str, entry: ShardEntry | FileEntry, found: Findings, bar: tqdm[Any]) -> bool:
+def _check_file(root: str, entry: ShardEntry | FileEntry, found: Findings, bar: ProgressBar) -> bool:
     """Size, then checksum, of one listed file; True when both match."""
     if not safe_relpath(entry.path):
         found.add(entry.path, "inconsistent_manifest", f"{entry.path!r} is not a path inside "
@@ -190,7 +190,7 @@ def verify_dataset(
     ranges_ok = _check_manifest(manifest, found)
     intact: set[str] = set()
     files: list[ShardEntry | FileEntry] = [*manifest.shards, *manifest.sample_index.values()]
-    with tqdm(total=manifest.num_bytes, unit="B", unit_scale=True, desc="verifying checksums",
+    with ProgressBar(total=manifest.num_bytes, unit="B", unit_scale=True, desc="verifying checksums",
               disable=None if progress else True, dynamic_ncols=True) as bar:
         for entry in files:
             if _check_file(top, entry, found, bar):
@@ -210,8 +210,8 @@ def verify_dataset(
         except PackerError as err:
             found.add(MANIFEST_NAME, "decode_error", f"samples cannot be decoded: {err}")
     if src is not None and not keeps_source_bytes(manifest.codec):
-        found.add(MANIFEST_NAME, "not_applicable", f"--against compares stored bytes with source "
-                  f"files, but codec {manifest.codec!r} re-encoded them; use --deep instead")
+        found.add(MANIFEST_NAME, "not_applicable", f"against= compares stored bytes with source "
+                  f"files, but codec {manifest.codec!r} re-encoded them; use deep=True instead")
         src = None
     if src is not None and index is None:
         found.notes.append("samples were not compared with the source: the sample index or the "
@@ -221,7 +221,7 @@ def verify_dataset(
     counts = Counter[str]()
     try:
         if codec is not None or src is not None:
-            with tqdm(total=manifest.num_samples, unit="img", desc="reading samples",
+            with ProgressBar(total=manifest.num_samples, unit="img", desc="reading samples",
                       disable=None if progress else True, dynamic_ncols=True) as bar:
                 _read_samples(top, manifest, intact, index, codec, src, found, counts, bar)
     finally:
@@ -239,7 +239,7 @@ def verify_dataset(
 
 def _read_samples(root: str, manifest: Manifest, intact: set[str], index: SampleIndex | None,
                   codec: Codec | None, src: SourceComparison | None, found: Findings, counts: Counter[str],
-                  bar: tqdm[Any]) -> None:
+                  bar: ProgressBar) -> None:
     """Read every sample of every intact shard once: decode it and/or compare it with SRC."""
     try:
         backend = get_backend(manifest.backend)

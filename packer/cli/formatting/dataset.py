@@ -36,7 +36,17 @@ def _version_lines(info: dict[str, Any]) -> list[str]:
                      + (" (compared by checksum)" if update.get("checksum") else ""))
     if info.get("update_in_progress"):
         lines.append("  an update is running or was interrupted: run the same `packer update` to finish it")
+    lines.extend(_lease_line(lease) for lease in info.get("leases") or ())
     return lines
+
+
+def _lease_line(lease: dict[str, Any]) -> str:
+    """``  in use: update by host node7 pid 4242 since ... (lease until ...)``, or why it is stale."""
+    who = (f"{lease['command']} by host {lease['host']} pid {lease['pid']} since {lease['since']} "
+           f"(lease until {lease['until']})")
+    if lease["stale"]:
+        return f"  stale lease: {who}: {lease['stale_reason']}; the next writer takes it over"
+    return f"  in use: {who}"
 
 
 def _source_kind(info: dict[str, Any]) -> str:

@@ -1,12 +1,13 @@
-"""Text for ``packer update`` and ``packer gc``."""
+"""Text for ``packer update``, ``packer upgrade`` and ``packer gc``."""
 
 from __future__ import annotations
 
 from packer.conversion.gc import GcResult
 from packer.conversion.updating import UpdateResult
+from packer.conversion.upgrading import UpgradeResult
 from packer.sizes import format_size
 
-__all__ = ["format_gc", "format_update"]
+__all__ = ["format_gc", "format_update", "format_upgrade"]
 
 
 def format_update(result: UpdateResult) -> str:
@@ -36,6 +37,30 @@ def format_update(result: UpdateResult) -> str:
     else:
         lines.append(f"  version {result.from_version} stays readable; `packer gc {result.dst}` removes "
                      "its files")
+    return "\n".join(lines)
+
+
+def format_upgrade(result: UpgradeResult) -> str:
+    """What an upgrade checked and wrote."""
+    m = result.manifest
+    if result.already_current:
+        return (f"{result.dst} is already a format-{m.format_version} dataset (version {m.version}): "
+                "nothing to upgrade; `packer update` works on it.")
+    compared = ("each stored image equals its source file byte for byte" if result.bytes_compared else
+                f"the {m.codec} codec re-encodes, so paths, classes, labels and skipped files were "
+                "compared, not bytes")
+    lines = [
+        f"Upgraded {result.dst} to format {m.format_version} (version {m.version}): "
+        f"{result.samples_compared} samples in {len(m.classes)} classes checked against {m.source}; "
+        f"{compared}.",
+        f"  {result.shards_kept} shard file(s) kept as they were; source identities recorded; "
+        f"{result.seconds:.1f} s",
+    ]
+    if result.shards_reusable < result.shards_kept:
+        lines.append(f"  `packer update` works now; its first run rewrites "
+                     f"{result.shards_kept - result.shards_reusable} shard(s) into the current layout.")
+    else:
+        lines.append("  `packer update` works now.")
     return "\n".join(lines)
 
 

@@ -26,15 +26,16 @@ if TYPE_CHECKING:
     from packer.conversion.engines.base import Engine, Progress
     from packer.conversion.engines.executor import ExecutorEngine
     from packer.conversion.engines.local import LocalEngine
-    from packer.conversion.engines.select import open_engine
+    from packer.conversion.engines.select import EngineRequest, engine_names, open_engine, register_engine
 
-__all__ = ["Engine", "ExecutorEngine", "LocalEngine", "Progress", "open_engine"]
+__all__ = ["Engine", "EngineRequest", "ExecutorEngine", "LocalEngine", "Progress", "engine_names",
+           "open_engine", "register_engine"]
 __getattr__, __dir__ = lazy_exports(__name__, {
     ".base": ["Engine", "Progress"],
     ".executor": ["ExecutorEngine"],
     ".local": ["LocalEngine"],
-    ".select": ["open_engine"],
+    ".select": ["EngineRequest", "engine_names", "open_engine", "register_engine"],
 }, __all__, deprecated={
-    "ENGINES": (".select", "open an engine with packer.open_engine(name), or pass an Engine object"),
+    "ENGINES": (".select", "use packer.engine_names() and packer.register_engine()"),
     "ProgressChannel": (".base", "it is internal to the Dask engine"),
 })

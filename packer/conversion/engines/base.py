@@ -3,27 +3,33 @@
 An engine runs a list of conversion tasks (:class:`~packer.conversion.tasks.Task`) and reports
 back through two callbacks: ``on_progress`` gets :class:`Progress` records (files packed and
 skipped since the last one, or counts taken back when a task is redone) and ``on_result`` each
-finished task's result, which may hand back more tasks. A task's failure travels as plain data
-(:func:`describe_error`) and is worded in the coordinator (:func:`task_error`), the same way
-whichever engine ran it.
+finished task's result, which may hand back more tasks. A task's failure travels as the exception
+itself (:class:`TaskFailure`) and is raised in the coordinator with where it happened
+(:func:`task_error`), the same way whichever engine ran it.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import pickle
 import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
-from packer.conversion.tasks import SegmentTask, Task, shard_of
-from packer.errors import BadImageError, ConversionError, OutputError, PackerError, SourceError
+from packer.conversion.tasks import SegmentTask, ShardTask, Task, shard_of
+from packer.errors import BadImageError, ConversionError, PackerError, ShardWriteError
 from packer.sizes import format_size
 
-__all__ = ["Engine", "OnProgress", "OnResult", "Progress", "ProgressChannel", "ProgressCounter",
-           "describe_error", "task_error", "task_key"]
+__all__ = ["INTERRUPTED", "Engine", "OnProgress", "OnResult", "Progress", "ProgressChannel",
+           "ProgressCounter", "TaskFailure", "task_error", "task_key"]
+
+
+#: The message of the :class:`~packer.errors.ConversionInterrupted` every engine raises on Ctrl-C.
+INTERRUPTED: Final = ("Interrupted: the shards finished so far are kept. Run the same conversion "
+                      "again with resume=True to finish.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,49 +125,82 @@ class ProgressChannel(Protocol):
         """In the coordinator: the ``(key, packed, skipped)`` reports received since last time."""
 
 
-def describe_error(err: Exception) -> tuple[str, str, str, str]:
-    """A task's failure as plain data for :func:`task_error`: ``(kind, message, path, reason)``.
+@dataclass(frozen=True)
+class TaskFailure:
+    """A task's failure on its way from a worker to the coordinator.
 
-    Exceptions do not always unpickle in another process (keyword-only fields), and the
-    coordinator needs the task to word the message, so workers send this instead. Call it
-    inside the ``except`` block: a bug keeps its traceback.
+    ``error`` is the exception itself: every packer error and ``OSError`` pickles as itself,
+    so the coordinator raises the worker's own type. An exception that does not survive a
+    pickle round trip (some third-party ones) travels as None; ``trace`` is the worker's
+    formatted traceback of anything that is not a packer error or ``OSError`` (a bug).
     """
-    if isinstance(err, BadImageError):
-        return ("bad_image", str(err), err.path, err.reason)
-    if isinstance(err, PackerError):
-        return (type(err).__name__, str(err), "", "")
-    if isinstance(err, OSError):
-        return ("OSError", f"{err.strerror or err} [errno {err.errno}]", str(err.filename or ""),
-                errno.errorcode.get(err.errno or 0, ""))
-    return ("bug", traceback.format_exc(), "", "")
+
+    error: Exception | None
+    trace: str = ""
+
+    @classmethod
+    def of(cls, err: Exception, *, crossing: bool = True) -> TaskFailure:
+        """The failure to send for ``err``; ``crossing``: it goes to another process, so an
+        exception that does not pickle is replaced by its traceback."""
+        expected = isinstance(err, (PackerError, OSError))
+        trace = "" if expected else "".join(traceback.format_exception(type(err), err, err.__traceback__))
+        if crossing:
+            try:
+                pickle.loads(pickle.dumps(err))
+            except Exception:  # whatever fails to pickle, the traceback still says what happened
+                return cls(None, trace or "".join(traceback.format_exception(type(err), err,
+                                                                             err.__traceback__)))
+        return cls(err, trace)
 
 
-def task_error(task: Task, kind: str, message: str, path: str, reason: str) -> PackerError:
-    """Rebuild a worker's error in the coordinator, with the shard and the way to go on.
+def task_error(task: Task, failure: TaskFailure | Exception) -> Exception:
+    """The error to raise in the coordinator for a task's failure, with where it happened.
 
-    ``kind`` is the error's class name (or ``bad_image``/``bug``), ``reason`` an errno name.
+    A packer error keeps its type and gets a note naming the shard (a :class:`BadImageError`
+    already names its file); a write failure (an ``OSError`` or :class:`ShardWriteError`) is a
+    :class:`ShardWriteError` naming the shard, the cause (a full disk is told by its errno,
+    or by the file system's free space) and the way on; anything else is a bug, a
+    :class:`ConversionError` with the worker's traceback.
     """
-    shard = shard_of(task)
+    if isinstance(failure, Exception):
+        failure = TaskFailure.of(failure, crossing=False)
+    err, shard = failure.error, shard_of(task)
     where = f"{shard.name} in {shard.dst!r}"
-    if kind == "bad_image":
-        return BadImageError(message, path=path, reason=reason)
-    if kind == "SourceError":
-        return SourceError(message)
-    if kind in ("OSError", "ShardError"):
-        full = reason == "ENOSPC" or "No space left" in message
-        io_error = reason == "EIO" or "Input/output error" in message
-        room = _room(shard.dst, shard.planned_bytes, certain=full) if full or io_error else None
-        cause = (room if room is not None else
-                 "the disk is full" if full else
-                 "an I/O error" if io_error else
-                 "the destination is read-only" if reason in ("EROFS", "EACCES", "EPERM") else
-                 "the shard could not be written")
-        return OutputError(f"Writing {where} failed: {cause}: {message.strip()}. Fix it, then run "
-                           "the same command with --resume.")
-    if kind == "bug":
-        return ConversionError(f"A conversion worker failed on {where} (a bug in packer; please "
-                               f"report it):\n{message}")
-    return ConversionError(f"{kind} while writing {where}: {message}")
+    if isinstance(err, BadImageError):
+        return err
+    if isinstance(err, ShardWriteError) or (isinstance(err, OSError) and not isinstance(err, PackerError)):
+        return _write_error(shard, where, err)
+    if isinstance(err, PackerError):
+        _add_note(err, f"while packing {where}")
+        return err
+    return ConversionError(f"A conversion worker failed on {where} (a bug in packer; please "
+                           f"report it):\n{failure.trace}")
+
+
+def _add_note(err: Exception, note: str) -> None:
+    """``err.add_note(note)``, also on Python 3.10 (where tracebacks do not show notes)."""
+    notes = list(getattr(err, "__notes__", ()))
+    setattr(err, "__notes__", [*notes, note])  # what add_note does (3.11+)
+
+
+def _write_error(shard: ShardTask, where: str, err: OSError) -> ShardWriteError:
+    """A shard's failure to be written, worded from its errno (and the file system's room)."""
+    code = err.errno
+    message = str(err) if isinstance(err, PackerError) else f"{err.strerror or err}"
+    full = code in (errno.ENOSPC, errno.EDQUOT)
+    # Some storage libraries (LMDB) report a full disk as an I/O error, or with no errno at
+    # all: the file system is asked whether the shard still fits.
+    room = _room(shard.dst, shard.planned_bytes, certain=full) if full or code in (errno.EIO, None) else None
+    cause = (room if room is not None else
+             "the disk is full" if full else
+             "an I/O error" if code == errno.EIO else
+             "the destination is read-only" if code in (errno.EROFS, errno.EACCES, errno.EPERM) else
+             "the shard could not be written")
+    path = err.path if isinstance(err, ShardWriteError) else str(err.filename or "")
+    error = ShardWriteError(f"Writing {where} failed: {cause}: {message.strip()}. Fix it, then run "
+                            "the same conversion again with resume=True.", errno=code, path=path)
+    error.__cause__ = err
+    return error
 
 
 def _room(dst: str, needed: int, *, certain: bool) -> str | None:

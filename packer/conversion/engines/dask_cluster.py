@@ -15,7 +15,8 @@ topic of this run (``Worker.log_event`` / ``Client.subscribe_topic``). A task wh
 dies (killed, pre-empted, out of memory) is rescheduled by Dask on another worker; shard tasks
 are idempotent, so the retry writes the same bytes. A task that kills workers repeatedly
 (``distributed.scheduler.allowed-failures``, 3 by default) ends the run with an error naming
-its shard; unlike the local engine, a decoder crash is not pinned on one file.
+its shard; a decoder that crashes its worker is pinned on its file first, as on the local engine
+(:mod:`~packer.conversion.engines.crashes`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any, Final
 
 from packer.conversion.engines.executor import ExecutorEngine
 from packer.cpus import available_cpus
-from packer.errors import ConversionError, MissingExtraError
+from packer.errors import ConversionError, MissingExtraError, UnknownNameError
 
 __all__ = ["JOBQUEUE_KINDS", "DaskProgress", "dask_engine", "job_script", "jobqueue_cluster",
            "jobqueue_engine"]
@@ -171,10 +172,12 @@ def jobqueue_cluster(kind: str, *, queue: str | None, walltime: str, cores: int 
         options: Passed on to dask-jobqueue (``local_directory``, ``job_script_prologue``...).
 
     Raises:
-        ValueError: unknown ``kind``. MissingExtraError: dask-jobqueue is not installed.
+        UnknownNameError: unknown ``kind`` (the message lists the choices).
+        MissingExtraError: dask-jobqueue is not installed.
     """
     if kind not in JOBQUEUE_KINDS:
-        raise ValueError(f"kind must be one of {', '.join(JOBQUEUE_KINDS)}, not {kind!r}")
+        raise UnknownNameError(f"Unknown batch system {kind!r}; available: "
+                               f"{', '.join(sorted(JOBQUEUE_KINDS))}")
     jobqueue = _jobqueue()
     cls = jobqueue.SLURMCluster if kind == "slurm" else jobqueue.PBSCluster
     options.setdefault("job_name", "packer-convert")
@@ -201,9 +204,10 @@ def jobqueue_engine(kind: str, *, jobs: int, **options: Any) -> Iterator[Executo
         raise ValueError(f"jobs must be at least 1, not {jobs}")
     submit = _SUBMIT[kind]
     if shutil.which(submit) is None:  # else the jobs never start and the run waits for ever
-        raise ConversionError(f"--engine {kind} submits jobs with `{submit}`, which is not on PATH "
-                              f"here: run packer on a {kind.upper()} login node, or use array tasks "
-                              "(--num-tasks/--task-id) or --engine dask instead; nothing was written.")
+        raise ConversionError(f'open_engine("{kind}") submits jobs with `{submit}`, which is not on '
+                              f"PATH here: run packer on a {kind.upper()} login node, or use array "
+                              'tasks (num_tasks=, task_id=) or open_engine("dask") instead; nothing '
+                              "was written.")
     cluster = jobqueue_cluster(kind, **options)
     try:
         cluster.scale(jobs=jobs)

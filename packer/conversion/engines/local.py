@@ -11,7 +11,8 @@ coordinator always knows which shard, and which file, every worker is on. That i
 * a worker killed by SIGKILL (the out-of-memory killer, an operator) ends the run with an error
   naming the shard and file;
 * an error inside a worker (disk full, unreadable source, a bad file under ``strict``) ends the
-  run with that error; shards already renamed into DST stay for ``--resume``.
+  run with that error, of its own type (see :func:`~packer.conversion.engines.base.task_error`);
+  shards already renamed into DST stay for ``resume=True``.
 
 Workers start with ``fork`` when the coordinator runs a single thread (the command line; the
 fork handler closes any open shard readers first) and with ``spawn`` otherwise, so no lock held
@@ -34,11 +35,12 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from packer.conversion.engines.base import (
+    INTERRUPTED,
     OnProgress,
     OnResult,
     Progress,
     ProgressCounter,
-    describe_error,
+    TaskFailure,
     task_error,
 )
 from packer.conversion.tasks import Task, shard_of
@@ -106,8 +108,8 @@ def _worker_main(conn: Connection, current: Any) -> None:
         try:
             result = task.run(report)
             report.flush()
-        except Exception as err:  # every failure goes back as data; see describe_error
-            conn.send(("error", *describe_error(err)))
+        except Exception as err:  # every failure goes back, as itself; see TaskFailure
+            conn.send(("error", TaskFailure.of(err)))
         else:
             conn.send(("result", result))
 
@@ -192,9 +194,11 @@ class _Pool:
                 slot.task = None
                 pending.extend(on_result(message[1]))
             elif kind == "error":
+                failure: TaskFailure = message[1]
                 if slot.task is None:
-                    raise ConversionError(f"worker error outside a task: {message[2]}")
-                raise task_error(slot.task, *message[1:])
+                    raise ConversionError(f"A conversion worker failed outside a task: "
+                                          f"{failure.error or failure.trace}")
+                raise task_error(slot.task, failure)
             elif kind == "progress":
                 progress: Progress = message[1]
                 slot.packed += progress.packed
@@ -216,16 +220,16 @@ class _Pool:
         if code == -signal.SIGKILL:
             raise ConversionError(
                 f"A conversion worker was killed (SIGKILL, most likely the out-of-memory killer) "
-                f"while packing {where} into {shard.dst!r}. Use fewer --workers or free memory, "
-                "then run the same command with --resume.")
+                f"while packing {where} into {shard.dst!r}. Use fewer workers= or free memory, "
+                "then run the same conversion again with resume=True.")
         if code >= 0 or not current:
             raise ConversionError(f"A conversion worker exited unexpectedly (code {code}) while "
-                                  f"packing {where}; run the same command with --resume.")
+                                  f"packing {where}; run the same conversion again with resume=True.")
         detail = f"the decoder crashed the worker process ({_signal_name(code)})"
         if shard.strict:
             raise BadImageError(f"{shard.reader.where(current)!r} cannot be packed: "
                                 f"decode_error ({detail}). Fix or remove the file, or convert "
-                                "without --strict to skip and list it.",
+                                "without strict=True to skip and list it.",
                                 path=current, reason="decode_error")
         self._on_progress(Progress(slot.packed, slot.skipped, retracted=True))
         return task.with_crash(current, detail)
@@ -267,8 +271,7 @@ def run_shard_tasks(tasks: list[Task], *, workers: int, on_progress: OnProgress,
         pool.run(tasks, on_result)
     except KeyboardInterrupt:
         pool.close(force=True)
-        raise ConversionInterrupted("Interrupted: the shards finished so far are kept. Run the same "
-                                    "command with --resume to finish.") from None
+        raise ConversionInterrupted(INTERRUPTED) from None
     except BaseException:
         pool.close(force=True)
         raise

@@ -11,7 +11,7 @@ from packer.registry import Registry
 __all__ = ["BACKENDS", "Backend", "ShardReader", "ShardWriter", "backend_names", "get_backend",
            "register_backend"]
 
-BACKENDS: Registry[Backend] = Registry("backend", {
+BACKENDS: Registry[Backend] = Registry("backend", entry_points="packer.backends", builtins={
     "hdf5": "packer.format.backends.hdf5:BACKEND",
     "lmdb": "packer.format.backends.lmdb:BACKEND",
 })

@@ -44,7 +44,8 @@ class ShardWriter(ABC):
         """Append one payload; its local index is the number written before it.
 
         Raises:
-            ShardError: the store refused or failed the write (the cause is chained).
+            ShardWriteError: the store refused or failed the write (an ``OSError`` with the
+                cause's errno where known; the cause is chained).
         """
 
     def sync(self) -> None:  # noqa: B027 - optional hook, a no-op unless a backend needs it

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import h5py
 import numpy as np
 
-from packer.errors import ShardError
+from packer.errors import ShardError, ShardWriteError
 from packer.format.backends.base import Arena, Backend, ShardReader, ShardWriter
 
 __all__ = ["BACKEND", "HDF5ShardReader", "HDF5ShardWriter"]
@@ -51,14 +51,15 @@ class HDF5ShardWriter(ShardWriter):
         try:
             self._spill = open(self._spill_path, "wb")  # noqa: SIM115 - closed in close/abort
         except OSError as err:
-            raise ShardError(f"Cannot create HDF5 shard {path!r}: {err}") from err
+            raise ShardWriteError(f"Cannot create HDF5 shard {path!r}: {err}", errno=err.errno,
+                                  path=path) from err
 
     def write(self, payload: bytes) -> None:
         """Append one payload to the side file."""
         try:
             self._spill.write(payload)
         except OSError as err:
-            raise ShardError(f"Writing HDF5 shard {self.path!r} failed: {err}") from err
+            raise self._failed(err) from err
         self._offsets.append(self._offsets[-1] + len(payload))
         self.count += 1
 
@@ -73,7 +74,7 @@ class HDF5ShardWriter(ShardWriter):
             if total:
                 self._copy_payloads(blob_offset, total)
         except (OSError, ValueError) as err:
-            raise ShardError(f"Writing HDF5 shard {self.path!r} failed: {err}") from err
+            raise self._failed(err) from err
         finally:
             if os.path.exists(self._spill_path):
                 os.unlink(self._spill_path)
@@ -87,8 +88,14 @@ class HDF5ShardWriter(ShardWriter):
             with open(self.path, "rb+") as handle:
                 os.fsync(handle.fileno())
         except OSError as err:
-            raise ShardError(f"Writing HDF5 shard {self.path!r} failed: {err}") from err
+            raise self._failed(err) from err
         self._synced = True
+
+    def _failed(self, err: OSError | ValueError) -> ShardWriteError:
+        if isinstance(err, ShardWriteError):
+            return err
+        code = err.errno if isinstance(err, OSError) else None
+        return ShardWriteError(f"Writing HDF5 shard {self.path!r} failed: {err}", errno=code, path=self.path)
 
     def _create_layout(self, total: int) -> int:
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
@@ -102,7 +109,7 @@ class HDF5ShardWriter(ShardWriter):
                                          fill_time="never", track_times=False)
             offset = blob.id.get_offset()
         if total and offset is None:
-            raise ShardError(f"HDF5 did not allocate the blob of {self.path!r}")
+            raise ShardWriteError(f"HDF5 did not allocate the blob of {self.path!r}", path=self.path)
         return int(offset or 0)
 
     def _copy_payloads(self, blob_offset: int, total: int) -> None:
@@ -120,7 +127,7 @@ class HDF5ShardWriter(ShardWriter):
                     self._copy_by_reading(src.fileno(), dst.fileno(), blob_offset, copied, total)
                     return
                 if done == 0:
-                    raise ShardError(f"Payload side file of {self.path!r} ended early")
+                    raise ShardWriteError(f"Payload side file of {self.path!r} ended early", path=self.path)
                 copied += done
 
     def _copy_by_reading(self, src: int, dst: int, blob_offset: int, copied: int,
@@ -128,7 +135,7 @@ class HDF5ShardWriter(ShardWriter):
         while copied < total:
             block = os.pread(src, min(_COPY_BLOCK, total - copied), copied)
             if not block:
-                raise ShardError(f"Payload side file of {self.path!r} ended early")
+                raise ShardWriteError(f"Payload side file of {self.path!r} ended early", path=self.path)
             written = 0
             while written < len(block):
                 written += os.pwrite(dst, block[written:], blob_offset + copied + written)

@@ -20,12 +20,13 @@ so read-only and shared storage work and nothing is ever written next to the dat
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 
 import lmdb
 
-from packer.errors import ShardError
+from packer.errors import ShardWriteError
 from packer.format.backends.base import Backend, ShardWriter
 from packer.format.backends.lmdb_reader import LMDBShardReader, record_ranges, shard_key
 
@@ -33,6 +34,18 @@ __all__ = ["BACKEND", "LMDBShardReader", "LMDBShardWriter", "estimate_shard_byte
 
 _BATCH_BYTES = 64 << 20
 _BATCH_RECORDS = 1000
+
+
+def _write_error(what: str, path: str, err: lmdb.Error) -> ShardWriteError:
+    """``what`` failed: a :class:`ShardWriteError` with the errno LMDB's error stands for.
+
+    py-lmdb raises a class per error (``DiskError`` is ENOSPC, ``ReadonlyError`` EACCES); its
+    C extension gives no code otherwise, its cffi version the code as a second argument.
+    """
+    code = (errno.ENOSPC if isinstance(err, lmdb.DiskError) else
+            errno.EACCES if isinstance(err, lmdb.ReadonlyError) else
+            err.args[1] if len(err.args) > 1 and isinstance(err.args[1], int) and err.args[1] > 0 else None)
+    return ShardWriteError(f"{what}: {err}", errno=code, path=path)
 
 
 class LMDBShardWriter(ShardWriter):
@@ -49,7 +62,7 @@ class LMDBShardWriter(ShardWriter):
                 path, subdir=False, map_size=self._map_size, lock=False, sync=False,
                 metasync=False, meminit=True, readahead=False, max_dbs=0)
         except lmdb.Error as err:
-            raise ShardError(f"Cannot create LMDB shard {path!r}: {err}") from err
+            raise _write_error(f"Cannot create LMDB shard {path!r}", path, err) from err
 
     def write(self, payload: bytes) -> None:
         """Queue one payload; a full batch is committed in one transaction."""
@@ -67,14 +80,15 @@ class LMDBShardWriter(ShardWriter):
                 with self._env.begin(write=True) as txn:
                     for offset, payload in enumerate(self._batch):
                         if not txn.put(shard_key(first + offset), payload, append=True):
-                            raise ShardError(f"LMDB refused record {first + offset} in {self.path!r} "
-                                             "(keys out of order); the shard is not usable.")
+                            raise ShardWriteError(f"LMDB refused record {first + offset} in "
+                                                  f"{self.path!r} (keys out of order); the shard is "
+                                                  "not usable.", path=self.path)
                 break
             except lmdb.MapFullError:
                 self._map_size *= 2
                 self._env.set_mapsize(self._map_size)
             except lmdb.Error as err:
-                raise ShardError(f"Writing LMDB shard {self.path!r} failed: {err}") from err
+                raise _write_error(f"Writing LMDB shard {self.path!r} failed", self.path, err) from err
         self.count += len(self._batch)
         self._batch = []
         self._batch_bytes = 0
@@ -88,7 +102,7 @@ class LMDBShardWriter(ShardWriter):
         try:
             self._env.sync(True)
         except lmdb.Error as err:
-            raise ShardError(f"Writing LMDB shard {self.path!r} failed: {err}") from err
+            raise _write_error(f"Writing LMDB shard {self.path!r} failed", self.path, err) from err
 
     def finish(self) -> None:
         """Commit what is queued: the file then holds its final bytes (not yet synced). On a
@@ -109,7 +123,7 @@ class LMDBShardWriter(ShardWriter):
             self._commit()
             self._env.sync(True)
         except lmdb.Error as err:
-            raise ShardError(f"Writing LMDB shard {self.path!r} failed: {err}") from err
+            raise _write_error(f"Writing LMDB shard {self.path!r} failed", self.path, err) from err
         finally:
             self._env.close()
             self._env = None

@@ -102,7 +102,7 @@ class _SharedEnvironments:
                 shard = _Shard(path)
             except lmdb.Error as err:
                 raise ShardError(f"Cannot open LMDB shard {path!r}: {err}. Check it with "
-                                 "`packer info`; re-convert if the file is damaged.") from err
+                                 "verify_dataset(); re-convert if the file is damaged.") from err
             self._entries[key] = (shard, 1)
             return shard, key
 

@@ -16,7 +16,8 @@ from packer.registry import Registry
 __all__ = ["CODECS", "codec_class", "codec_names", "get_codec", "register_codec"]
 
 CODECS: Registry[type[Codec]] = Registry(
-    "codec", hint="A dataset written by a newer packer may need an upgrade (pip install -U packer-shards).")
+    "codec", entry_points="packer.codecs",
+    hint="A dataset written by a newer packer may need an upgrade (pip install -U packer-shards).")
 for _builtin in (OriginalCodec, JpegCodec, PixelsCodec):
     CODECS.register(_builtin.name, _builtin)
 
