@@ -194,7 +194,7 @@ def test_decoder_crash_skips_the_file_and_the_run_goes_on(
     bad = (src / "ant" / "006.jpg").read_bytes()
     with forked_workers.context() as patch:
         _crash_on(patch, bad)
-        patch.setattr(sys.modules["packer.conversion.execution"], "_ThreadlessTqdm", _Bar)
+        patch.setattr(sys.modules["packer.conversion.execution"], "ProgressBar", _Bar)
         result = packer.convert(src, tmp_path / "dst", to=backend.name, shard_size=SHARD,
                                 workers=2, progress=True)
     skipped = [(s.path, s.reason) for s in result.manifest.skipped]
@@ -225,7 +225,7 @@ def test_decoder_crash_on_a_process_pool_is_pinned_and_the_pool_renewed(
     resubmits the tasks that were in flight, and skips the file once two attempts died on it."""
     src = _tree(tmp_path / "src")
     _crash_on(monkeypatch, (src / "ant" / "006.jpg").read_bytes())
-    monkeypatch.setattr(sys.modules["packer.conversion.execution"], "_ThreadlessTqdm", _Bar)
+    monkeypatch.setattr(sys.modules["packer.conversion.execution"], "ProgressBar", _Bar)
     with _forked_pool() as pool:
         engine = ExecutorEngine(pool, 2)
         result = packer.convert(src, tmp_path / "dst", to="lmdb", shard_size=SHARD, engine=engine,
@@ -255,7 +255,7 @@ def test_a_killed_worker_of_a_process_pool_ends_the_run_naming_its_file(
 def test_progress_bar_ends_at_the_samples_packed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = _tree(tmp_path / "src", count=10)
     (src / "ant" / "junk.jpg").write_bytes(b"junk")
-    monkeypatch.setattr(sys.modules["packer.conversion.execution"], "_ThreadlessTqdm", _Bar)
+    monkeypatch.setattr(sys.modules["packer.conversion.execution"], "ProgressBar", _Bar)
     result = packer.convert(src, tmp_path / "dst", to="lmdb", shard_size=SHARD, progress=True)
     assert _Bar.last is not None and _Bar.last.n == _Bar.last.total == result.manifest.num_samples == 10
 

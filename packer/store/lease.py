@@ -52,6 +52,8 @@ _CLAIM = ".claim-"
 #: How long a claim on a stale lease may take before others step over it (seconds).
 _CLAIM_TTL = 30.0
 _ATTEMPTS = 20
+#: Seconds before its expiry a holder stops deleting its own lease outright (clock skew).
+_RELEASE_MARGIN = 5.0
 
 
 def lease_ttl() -> tuple[float, float]:
@@ -134,12 +136,8 @@ class Lease:
             return
         self._keeper.stop()
         self._keeper = None
-        key = _key(self.slot)
         with contextlib.suppress(StoreError, OSError):
-            data = _read(self.store, key)
-            current = LeaseHolder.from_bytes(data) if data is not None else None
-            if data is not None and current is not None and current.token == self.holder.token:
-                _remove_version(self.store, key, data)
+            _drop_own(self.store, _key(self.slot), self.holder)
 
 
 def acquire_lease(store: Store, command: str, *, task: int | None = None, what: str = "") -> Lease:
@@ -165,10 +163,7 @@ def acquire_lease(store: Store, command: str, *, task: int | None = None, what: 
             raise busy_error(phrase, others)
         keeper = Keeper.start(store, _key(slot), mine, ttl=ttl, every=every)
     except BaseException:
-        data = _read(store, _key(slot))
-        current = LeaseHolder.from_bytes(data) if data is not None else None
-        if data is not None and current is not None and current.token == mine.token:
-            _remove_version(store, _key(slot), data)
+        _drop_own(store, _key(slot), mine)
         raise
     if taken is not None:
         log.warning("took over the lease of %s from %s", store.url, taken)
@@ -258,6 +253,21 @@ def _others(store: Store, slot: str) -> list[LeaseHolder]:
         elif _remove_version(store, key, data):
             log.warning("removed the stale lease of %s: %s, %s", store.url, holder.describe(), reason)
     return live
+
+
+def _drop_own(store: Store, key: str, mine: LeaseHolder) -> None:
+    """Delete ``key`` if it holds ``mine``'s lease. While it has not expired nobody may take it
+    over (its holder, this process, is alive), so it is deleted at once: no claim is needed, and
+    none could be made on a full disk (a conversion that failed for want of space must still let
+    go of DST). An expired one may be being taken over: only a claim's winner deletes it."""
+    data = _read(store, key)
+    current = LeaseHolder.from_bytes(data) if data is not None else None
+    if data is None or current is None or current.token != mine.token:
+        return
+    if time.time() < current.expires - _RELEASE_MARGIN:
+        store.delete(key)
+    else:
+        _remove_version(store, key, data)
 
 
 def _remove_version(store: Store, key: str, seen: bytes) -> bool:
