@@ -55,7 +55,9 @@ class ShardWriter(ABC):
     def finish(self) -> None:  # noqa: B027 - optional hook, a no-op unless a backend needs it
         """Put every byte of the shard into the file, so that it reads as its final content,
         though not yet durably: a caller may hash it while :meth:`close` syncs it. Nothing may
-        be written after. Optional: backends that write straight to the file skip it."""
+        be written after. A backend that buffers writes, or writes a footer or index last, must
+        do that here, not in :meth:`close` (the contract suite checks it); only one whose
+        every write already reached the file when :meth:`ShardWriter.write` returned may skip it."""
 
     @abstractmethod
     def close(self) -> None:
