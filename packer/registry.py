@@ -45,7 +45,8 @@ class Registry(Generic[T]):
         hint: A sentence added to the unknown-name error (say, how to get newer names).
         entry_points: The entry-point group installed plugins declare their names in
             (``[project.entry-points."packer.backends"] mine = "my_pkg.backend:BACKEND"``); read
-            the first time a name is looked up. A built-in or registered name wins over one.
+            when the names are listed or a name is not otherwise known. A built-in or registered
+            name wins over one.
     """
 
     def __init__(self, kind: str, builtins: Mapping[str, Lazy | str] | None = None, *,
@@ -77,8 +78,10 @@ class Registry(Generic[T]):
         return tuple(sorted(names) if sort else names)
 
     def __contains__(self, name: object) -> bool:
+        if name in self._lazy or name in self._loaded:
+            return True
         self._discover()
-        return name in self._lazy or name in self._loaded
+        return name in self._lazy
 
     def get(self, name: str) -> T:
         """The implementation registered as ``name``, importing it on first use.
@@ -89,8 +92,10 @@ class Registry(Generic[T]):
         """
         if name in self._loaded:
             return self._loaded[name]
-        self._discover()
         spec = self._lazy.get(name)
+        if spec is None:  # only a miss pays for reading the entry points (a worker's start-up)
+            self._discover()
+            spec = self._lazy.get(name)
         if spec is None:
             hint = f". {self.hint}" if self.hint else ""
             raise UnknownNameError(f"Unknown {self.kind} {name!r}; available: "

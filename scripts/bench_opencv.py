@@ -34,7 +34,6 @@ import argparse
 import functools
 import io
 import json
-import os
 import statistics
 import sys
 import time
@@ -44,9 +43,11 @@ from typing import Any
 
 import numpy as np
 import torch
+
+# The sibling benchmark's sampling and command line (scripts/ is on sys.path when run as a script).
+from bench_transforms import load_payloads, transform_arguments
 from PIL import Image
 
-import packer
 from packer.format.codecs.pixels import pixels_array
 from packer.read import speedups
 from packer.read.crop_params import center_crop_geometry, random_resized_crop_params
@@ -61,16 +62,6 @@ NO_EXTRA = "no extra"
 
 # The candidates read ``pixels`` records in place, as packer does; torch only reads them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
-
-
-def load_payloads(path: str, limit: int) -> list[bytes]:
-    """Stored bytes of up to ``limit`` evenly spaced images of a tree or a packed dataset."""
-    if os.path.exists(os.path.join(path, "index.json")):
-        dataset: Any = packer.open_dataset(path, decode=False)
-    else:
-        dataset = packer.ImageFolderDataset(path, decode=False)
-    picks = np.linspace(0, len(dataset) - 1, min(limit, len(dataset))).round().astype(int)
-    return [bytes(dataset[int(i)][0]) for i in picks]
 
 
 def decoded(data: bytes) -> np.ndarray:
@@ -277,13 +268,7 @@ def print_report(report: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("path", help="an ImageFolder tree or a packed dataset")
-    parser.add_argument("--size", type=int, default=224, help="output side (default 224)")
-    parser.add_argument("--resize", type=int, default=256, help="evaluation short side (default 256)")
-    parser.add_argument("--limit", type=int, default=1000, help="images to time (default 1000)")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--batch", type=int, default=256)
+    parser = transform_arguments(__doc__)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     resamplers = ["opencv", "torch"]

@@ -109,15 +109,20 @@ def epoch(payloads: list[bytes], transform: Callable[[bytes], torch.Tensor], bat
     return worker, normalising
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def transform_arguments(description: str | None) -> argparse.ArgumentParser:
+    """The command line of the transform benchmarks (this one and bench_opencv.py)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("path", help="an ImageFolder tree or a packed dataset")
     parser.add_argument("--size", type=int, default=224, help="output side (default 224)")
     parser.add_argument("--resize", type=int, default=256, help="evaluation short side (default 256)")
     parser.add_argument("--limit", type=int, default=1000, help="images to time (default 1000)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch", type=int, default=256)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = transform_arguments(__doc__).parse_args()
 
     torch.set_num_threads(1)
     payloads = load_payloads(args.path, args.limit)

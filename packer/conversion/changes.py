@@ -20,6 +20,7 @@ from packer.conversion.job import Job
 from packer.conversion.receipts import ShardResult
 from packer.conversion.resume import shard_contents
 from packer.format.manifest import Manifest, ShardEntry, SkippedFile
+from packer.format.records import digest_prefix
 from packer.format.sample_index import SampleIndex
 from packer.source.base import SourceItem
 
@@ -94,7 +95,7 @@ def compare(current: Manifest, index: SampleIndex, job: Job, *,
 
 
 def _short(hex_digest: str) -> int | None:
-    return int.from_bytes(bytes.fromhex(hex_digest[:16]), "big", signed=True) if hex_digest else None
+    return digest_prefix(bytes.fromhex(hex_digest[:16])) if hex_digest else None
 
 
 def _identities_then(current: Manifest, paths: list[str], sources: list[list[int]] | None

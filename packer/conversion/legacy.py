@@ -25,7 +25,7 @@ from packer.errors import ManifestError, OutputError, SourceChangedError, Source
 from packer.format.backends import Backend
 from packer.format.codecs import Codec
 from packer.format.manifest import MANIFEST_NAME, Manifest, ShardEntry
-from packer.format.records import RECORD_COLUMNS, digest64, shard_records
+from packer.format.records import RECORD_COLUMNS, digest64, digest_prefix, shard_records
 from packer.source.base import ItemReader, SourceIndex, SourceItem
 from packer.source.sourcefile import UnpackableFile
 
@@ -115,7 +115,7 @@ class SourceRead:
     @property
     def short(self) -> int:
         """The digest's first 8 bytes as a signed int64 (``samples/sources``' third column)."""
-        return int.from_bytes(self.digest[:8], "big", signed=True) if self.digest else 0
+        return digest_prefix(self.digest) if self.digest else 0
 
 
 def read_source(index: SourceIndex, reader: ItemReader, skipped: set[str], options: ConversionOptions,

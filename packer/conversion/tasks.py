@@ -28,7 +28,7 @@ from packer.errors import BadImageError
 from packer.format.backends import ShardWriter, get_backend
 from packer.format.codecs import Codec
 from packer.format.manifest import ShardEntry, SkippedFile
-from packer.format.records import digest64, records_to_bytes, shard_records_of
+from packer.format.records import digest64, digest_prefix, records_to_bytes, shard_records_of
 from packer.format.shardset import shard_file_name
 from packer.source.base import ItemReader, SourceItem
 from packer.source.sourcefile import UnpackableFile
@@ -118,9 +118,8 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
             packed.targets.append(label)
             packed.sizes.append(len(payload))
             packed.bytes_in += len(data)
-            # the SHA-256's first 8 bytes as a signed int64: samples/sources.npy
-            short = int.from_bytes(digest[:8], "big", signed=True)
-            packed.sources.append((size, mtime_ns, short))
+            short = digest_prefix(digest)
+            packed.sources.append((size, mtime_ns, short))  # samples/sources.npy
             packed.digests.append((relpath, digest.hex()))
             # the records array's digest: the payload's (the source's when stored untouched)
             packed.payload_digests.append(short if payload is data else digest64(payload))

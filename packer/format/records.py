@@ -21,8 +21,8 @@ import numpy as np
 from packer.errors import ShardError
 from packer.format.backends import Backend
 
-__all__ = ["RECORD_COLUMNS", "digest64", "records_from_bytes", "records_of_shards", "records_to_bytes",
-           "shard_records", "shard_records_of"]
+__all__ = ["RECORD_COLUMNS", "digest64", "digest_prefix", "records_from_bytes", "records_of_shards",
+           "records_to_bytes", "shard_records", "shard_records_of"]
 
 #: Columns of the records array: offset, length, digest.
 RECORD_COLUMNS = 3
@@ -31,7 +31,12 @@ _DTYPE = np.dtype("<i8")
 
 def digest64(data: bytes | memoryview) -> int:
     """The first 8 bytes of ``data``'s SHA-256, as the signed int64 the records array holds."""
-    return int.from_bytes(hashlib.sha256(data).digest()[:8], "big", signed=True)
+    return digest_prefix(hashlib.sha256(data).digest())
+
+
+def digest_prefix(digest: bytes) -> int:
+    """The first 8 bytes of a digest, as the signed int64 that records and source identities hold."""
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def shard_records(backend: Backend, path: str, num_samples: int) -> np.ndarray:
