@@ -360,3 +360,65 @@ def test_bench_remote(tmp_path: Path) -> None:
     """tests/test_bench_remote.py checks every row; this only keeps the script's smoke run listed."""
     text = run_script("bench_remote.py", "--help", cwd=tmp_path).stdout
     assert "--latency-ms" in text and "--skip-peers" in text
+
+
+#: pip 23.2's words when the test and remote extras met a newer boto3 (issue 24), abridged.
+_PIP_CONFLICT = """\
+Collecting aiobotocore~=2.5.0 (from s3fs>=2023.6->packer-shards==0.2.0)
+  Downloading aiobotocore-2.5.0-py3-none-any.whl (72 kB)
+ERROR: Cannot install packer-shards and packer-shards[dask,docs,remote,test]==0.2.0 because these package versions have conflicting dependencies.
+
+The conflict is caused by:
+    packer-shards[dask,docs,remote,test] 0.2.0 depends on fsspec>=2023.6; extra == "remote"
+    s3fs 2025.3.1 depends on fsspec==2025.3.1.*
+
+To fix this you could try to:
+1. loosen the range of package versions you've specified
+"""
+
+
+def _check_extras_module() -> Any:
+    spec = importlib.util.spec_from_file_location("check_extras", SCRIPTS / "check_extras.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_check_extras_lists_every_documented_combination(tmp_path: Path) -> None:
+    lines = run_script("check_extras.py", "--list", cwd=tmp_path).stdout.splitlines()
+    module = _check_extras_module()
+    extras = module.declared_extras()
+    assert {"fast", "dask", "remote", "gcs", "azure", "parquet", "test", "docs"} <= set(extras)
+    for name in extras:
+        assert f"[{name}]" in lines, (name, lines)
+    assert f"[{','.join(sorted(extras))}]" in lines, lines
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quickstart_extras = re.search(r"pip install -e '\.\[([a-z,]+)\]' && python -m pytest", readme)
+    assert quickstart_extras, "the README's test command installs no extras"
+    assert f"[{','.join(sorted(quickstart_extras.group(1).split(',')))}]" in lines, lines
+    assert "[remote] + boto3" in lines and "[fast,remote]" in lines, lines
+
+
+def test_check_extras_names_pips_conflict() -> None:
+    module = _check_extras_module()
+    assert module.conflict_lines(_PIP_CONFLICT) == [
+        "The conflict is caused by:",
+        'packer-shards[dask,docs,remote,test] 0.2.0 depends on fsspec>=2023.6; extra == "remote"',
+        "s3fs 2025.3.1 depends on fsspec==2025.3.1.*",
+    ]
+    # Without a conflict block, pip's ERROR lines are what there is to name.
+    assert module.conflict_lines("Looking in indexes\nERROR: No matching distribution found for x\n") == [
+        "ERROR: No matching distribution found for x"]
+
+
+def test_check_extras_fails_naming_the_cause(tmp_path: Path) -> None:
+    """Offline, nothing resolves: the script exits 1 and shows pip's error for the combination."""
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path)}
+    ran = run_file(SCRIPTS / "check_extras.py", "--python", sys.executable, "--only", "parquet",
+                   "--timeout", "120", cwd=tmp_path, env=env)
+    assert ran.returncode == 1, ran
+    assert re.search(r"^FAIL  \[parquet\] ", ran.stdout, re.M), ran.stdout
+    assert "ERROR: No matching distribution found for setuptools" in ran.stdout, ran.stdout
+    assert "1 of 1 combinations of extras do not resolve" in ran.stderr, ran.stderr
