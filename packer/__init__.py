@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         StoreError,
         StoreUnavailableError,
         UnknownNameError,
+        UnsafeKeyError,
         VersionGoneError,
     )
     from packer.format.backends import Backend, ShardReader, ShardWriter, backend_names, register_backend
@@ -144,7 +145,8 @@ _HOMES = {
         "IncompleteDatasetError", "IntegrityError", "ManifestError", "MissingExtraError",
         "MissingShardsError", "NotADatasetError", "ObjectNotFoundError", "OutputError", "OutputExistsError",
         "PackerError", "ResumeError", "ShardError", "ShardWriteError", "SourceChangedError", "SourceError",
-        "SourceNotFoundError", "StoreError", "StoreUnavailableError", "UnknownNameError", "VersionGoneError",
+        "SourceNotFoundError", "StoreError", "StoreUnavailableError", "UnknownNameError", "UnsafeKeyError",
+        "VersionGoneError",
     ],
 }
 __all__ = [
@@ -220,6 +222,7 @@ __all__ = [
     "StoreUnavailableError",
     "TaskResult",
     "UnknownNameError",
+    "UnsafeKeyError",
     "UpdateResult",
     "UpgradeResult",
     "VerifyReport",

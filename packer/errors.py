@@ -15,6 +15,8 @@
     │   └── DatasetBusyError             another process writes DST (holds its lease); names it
     ├── ConversionError                  a conversion worker failed (killed, crashed, a bug)
     │   └── ConversionInterrupted        Ctrl-C; finished shards are kept for ``resume=True``
+    ├── UnsafeKeyError                   a path from data leads outside its place (``..``, absolute,
+    │                                    control characters); ``key``, ``source`` (+ValueError)
     ├── UnknownNameError                 unknown backend, codec, engine, source or store scheme;
     │                                    lists the choices (+LookupError)
     ├── MissingExtraError                an optional dependency is missing; names the extra (+ImportError)
@@ -70,6 +72,7 @@ __all__ = [
     "SourceError",
     "SourceNotFoundError",
     "UnknownNameError",
+    "UnsafeKeyError",
     "VersionGoneError",
     "StoreError",
     "ObjectNotFoundError",
@@ -194,6 +197,20 @@ class ConversionInterrupted(ConversionError):
     """The conversion was interrupted (Ctrl-C); the shards finished so far are kept."""
 
     exit_code = 130
+
+
+class UnsafeKeyError(PackerError, ValueError):
+    """A path that comes from data (a manifest, an archive member, a list file, a label that
+    becomes a folder, a remote listing) is not a safe relative key: refused before anything is
+    read, written or uploaded through it (:mod:`packer.keys`). ``key`` is the path as given,
+    ``source`` the file or URL that holds it."""
+
+    _fields = ("key", "source")
+
+    def __init__(self, message: str, *, key: str, source: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.source = source
 
 
 class UnknownNameError(PackerError, LookupError):

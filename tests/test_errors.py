@@ -36,7 +36,8 @@ PACKAGE = Path(packer.__file__).parent
 
 #: A value for each keyword-only field an error takes (a new field needs one here).
 FIELD_VALUES: dict[str, Any] = {"path": "ant/001.jpg", "reason": "decode_error", "missing": ["shard-00001"],
-                                "errno": errno.ENOSPC, "differing": ["ant/001.jpg (changed)"], "count": 3}
+                                "errno": errno.ENOSPC, "differing": ["ant/001.jpg (changed)"], "count": 3,
+                                "key": "../outside.txt", "source": "DST/index.json"}
 
 
 def _error_classes() -> list[type[PackerError]]:

@@ -32,8 +32,14 @@ from packer.format.manifest import (
     SkippedFile,
 )
 from packer.format.sample_index import INDEX_FILES, SampleIndex, write_sample_index
+from packer.keys import is_safe_key
 
 texts = st.text(max_size=20)
+#: What a manifest may name: keys inside the dataset, and classes that are one folder name each.
+_segments = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp"), blacklist_characters="/"),
+                    min_size=1, max_size=8).filter(lambda s: s not in (".", ".."))
+keys = st.lists(_segments, min_size=1, max_size=3).map("/".join)
+names = _segments
 counts = st.integers(0, 2**40)
 shas = st.text("0123456789abcdef", min_size=64, max_size=64)
 json_values = st.recursive(
@@ -49,10 +55,10 @@ manifests = st.builds(
     codec_params=st.dictionaries(texts, json_values, max_size=3),
     check=st.sampled_from(["full", "header", "none"]),
     max_pixels=st.integers(1, 2**40),
-    classes=st.lists(texts, max_size=5).map(tuple),
+    classes=st.lists(names, max_size=5).map(tuple),
     class_counts=st.lists(counts, max_size=5).map(tuple),
-    shards=st.lists(st.builds(ShardEntry, texts, counts, counts, counts, shas), max_size=4).map(tuple),
-    sample_index=st.dictionaries(texts, st.builds(FileEntry, texts, counts, shas), max_size=3),
+    shards=st.lists(st.builds(ShardEntry, keys, counts, counts, counts, shas), max_size=4).map(tuple),
+    sample_index=st.dictionaries(texts, st.builds(FileEntry, keys, counts, shas), max_size=3),
     skipped=st.lists(st.builds(SkippedFile, texts, texts, texts), max_size=4).map(tuple),
     scan=st.builds(ScanInfo, texts, st.lists(texts, max_size=3).map(tuple), st.booleans(), texts,
                    st.lists(texts, max_size=3).map(tuple), st.lists(texts, max_size=3).map(tuple),
@@ -277,3 +283,38 @@ def test_sample_index_round_trip(samples: list[tuple[str, int]]) -> None:
         assert index.targets.dtype == np.int64
         assert index.targets.tolist() == [t for _, t in samples]
         assert len(pickle.dumps(index)) < 1024
+
+
+@settings(deadline=None)
+@given(manifests, st.sampled_from(["shard", "index", "class"]), texts)
+def test_a_manifest_naming_an_unsafe_path_is_refused(manifest: Manifest, where: str, text: str) -> None:
+    """Any text may stand where a path or class is: it parses only when it is a safe key
+    (a class: one safe folder name); otherwise ManifestError names it, whatever it holds."""
+    data = json.loads(manifest.to_json())
+    if where == "shard":
+        data["shards"].append({"path": text, "first": 0, "num_samples": 0, "num_bytes": 0, "sha256": "0" * 64})
+    elif where == "index":
+        data["sample_index"]["extra"] = {"path": text, "num_bytes": 0, "sha256": "0" * 64}
+    else:
+        data["classes"].append(text)
+        data["class_counts"].append(0)
+    safe = is_safe_key(text) and (where != "class" or ("/" not in text and text != "."))
+    if safe:
+        Manifest.from_json(json.dumps(data))
+    else:
+        with pytest.raises(ManifestError, match="refuses|not one folder name"):
+            Manifest.from_json(json.dumps(data), source="DST/index.json")
+
+
+@pytest.mark.parametrize("key", ["../../outside.txt", "/etc/passwd", "samples/../../x", "a\x00b", "a\x1b]0;x\x07"])
+def test_named_paths_outside_the_dataset_are_refused_naming_the_file(key: str) -> None:
+    data = json.loads(Manifest.from_json(Manifest(
+        backend="lmdb", codec="original", codec_params={}, check="full", max_pixels=1, classes=("a",),
+        class_counts=(0,), shards=(), sample_index={}, skipped=(),
+        scan=ScanInfo("f", (), False, "x"), source="s", created_by="c", created_at="t").to_json()).to_json())
+    data["shards"] = [{"path": key, "first": 0, "num_samples": 0, "num_bytes": 0, "sha256": "0" * 64}]
+    with pytest.raises(ManifestError) as caught:
+        Manifest.from_json(json.dumps(data), source="/data/x/index.json")
+    message = str(caught.value)
+    assert "/data/x/index.json" in message and repr(key) in message
+    assert "\x1b" not in message and "\x00" not in message  # printed escaped

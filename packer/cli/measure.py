@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from packer.cli.output import say
 from packer.format.backends import backend_names
 from packer.sizes import format_size
 
@@ -51,20 +52,20 @@ def bench(dst: str, src: str | None, pipeline: str, workers: int, batch_size: in
             raise click.UsageError("--profile times the train or fast pipeline, not bytes.")
         profile = profile_loading(dst, pipeline=profiled, images=limit or 512, batch_size=batch_size,
                                   workers=workers)
-        click.echo(json.dumps(profile.to_dict(), indent=2) if as_json else format_profile(profile))
+        say(json.dumps(profile.to_dict(), indent=2) if as_json else format_profile(profile))
         return
     if do_sweep:
         results = list(sweep(dst, pipeline=pipeline, batch_size=batch_size, limit=limit,
                              repeats=repeats))
         if as_json:
-            click.echo(json.dumps([{"setting": s, "report": r.to_dict()} for s, r in results],
+            say(json.dumps([{"setting": s, "report": r.to_dict()} for s, r in results],
                                   indent=2))
         else:
-            click.echo(format_sweep(results))
+            say(format_sweep(results))
         return
     report = run_bench(dst, against=src, pipeline=pipeline, workers=workers,
                        batch_size=batch_size, repeats=repeats, limit=limit, cold=cold)
-    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else format_bench(report))
+    say(json.dumps(report.to_dict(), indent=2) if as_json else format_bench(report))
 
 
 @click.command()
@@ -83,15 +84,15 @@ def demo(directory: str | None, workers: int, no_speed: bool) -> None:
     from packer.cli.formatting import format_demo
     from packer.tools.demo import run_demo
 
-    click.echo(f"packer demo: generating a tree, converting it to {', '.join(backend_names())}, "
+    say(f"packer demo: generating a tree, converting it to {', '.join(backend_names())}, "
                "reading it back ...", err=True)
     report = run_demo(directory, workers=workers, progress=True, timed=not no_speed)
     for name, result in report.conversions.items():
-        click.echo(f"{name}: {result.manifest.num_samples} samples, "
+        say(f"{name}: {result.manifest.num_samples} samples, "
                    f"{format_size(result.manifest.num_bytes)} in {len(result.manifest.shards)} "
                    f"shard(s), converted at {result.images_per_second:.0f} images/s")
-    click.echo(format_demo(report))
+    say(format_demo(report))
     if directory:
-        click.echo(f"\nKept in {directory}: try `packer info {directory}/lmdb`.")
+        say(f"\nKept in {directory}: try `packer info {directory}/lmdb`.")
     if not report.ok:
         sys.exit(1)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from packer.cli.output import say
+
 __all__ = ["cache", "push"]
 
 
@@ -25,7 +27,7 @@ def push(dst: str, url: str, workers: int) -> None:
     from packer.cli.formatting.remote import format_push
     from packer.tools.publish import push_dataset
 
-    click.echo(format_push(push_dataset(dst, url, workers=workers)))
+    say(format_push(push_dataset(dst, url, workers=workers)))
 
 
 @click.group()
@@ -44,7 +46,7 @@ def cache_info(directory: str | None) -> None:
     from packer.cli.formatting.remote import format_cache_info
     from packer.store import NodeCache
 
-    click.echo(format_cache_info(NodeCache(directory).info()))
+    say(format_cache_info(NodeCache(directory).info()))
 
 
 def _age(text: str) -> float:
@@ -66,7 +68,7 @@ def cache_clear(directory: str | None, older_than: str | None) -> None:
 
     store_cache = NodeCache(directory)
     entries, freed = store_cache.clear(older_than=None if older_than is None else _age(older_than))
-    click.echo(f"Removed {entries} entr{'y' if entries == 1 else 'ies'} ({format_size(freed)}) from "
+    say(f"Removed {entries} entr{'y' if entries == 1 else 'ies'} ({format_size(freed)}) from "
                f"{store_cache.directory}.")
 
 

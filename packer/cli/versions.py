@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from packer.cli.output import say
+
 __all__ = ["gc", "update", "upgrade"]
 
 
@@ -45,9 +47,9 @@ def update(src: str, dst: str, **given: Any) -> None:
         record = {key: value for key, value in asdict(result).items() if key not in ("manifest", "collected")}
         record["version"] = result.version
         record["collected"] = asdict(result.collected) if result.collected else None
-        click.echo(json.dumps(record, indent=2))
+        say(json.dumps(record, indent=2))
     elif not given["quiet"]:
-        click.echo(format_update(result))
+        say(format_update(result))
 
 
 @click.command()
@@ -74,9 +76,9 @@ def upgrade(src: str, dst: str, workers: int | None, quiet: bool, as_json: bool)
         record = {key: value for key, value in asdict(result).items() if key != "manifest"}
         record["format_version"] = result.manifest.format_version
         record["version"] = result.manifest.version
-        click.echo(json.dumps(record, indent=2))
+        say(json.dumps(record, indent=2))
     elif not quiet:
-        click.echo(format_upgrade(result))
+        say(format_upgrade(result))
 
 
 @click.command()
@@ -98,9 +100,9 @@ def gc(dst: str, keep_versions: int, dry_run: bool) -> None:
         from packer.tools.publish import collect_remote_garbage
 
         result = collect_remote_garbage(dst, keep_versions=keep_versions, dry_run=dry_run)
-        click.echo(format_remote_gc(result))
+        say(format_remote_gc(result))
         return
     from packer.cli.formatting import format_gc
     from packer.conversion.gc import collect_garbage
 
-    click.echo(format_gc(collect_garbage(dst, keep_versions=keep_versions, dry_run=dry_run)))
+    say(format_gc(collect_garbage(dst, keep_versions=keep_versions, dry_run=dry_run)))

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from packer.errors import CacheError, IntegrityError
+from packer.errors import CacheError, IntegrityError, ShardError
 from packer.format.backends import Backend, ShardReader
 from packer.format.backends.base import Arena
 from packer.format.manifest import FileEntry, Manifest, ShardEntry
@@ -201,15 +201,29 @@ class WholeAccess(_CachedAccess):
 class RangedShardReader(ShardReader):
     """Records fetched as byte ranges of their shard, checked against their digests."""
 
-    def __init__(self, obj: CachedObject, num_samples: int, records: Callable[[], np.ndarray]) -> None:
+    def __init__(self, obj: CachedObject, num_samples: int, records: Callable[[], np.ndarray],
+                 num_bytes: int) -> None:
         super().__init__(obj.url, num_samples)
         self.obj = obj
         self._records = records
+        self.num_bytes = num_bytes  # the shard's size, as the manifest records it
 
     def ranges(self, indices: Sequence[int]) -> list[tuple[int, int]]:
-        """The byte ranges of these local indices in the shard file."""
+        """The byte ranges of these local indices in the shard file.
+
+        Raises:
+            ShardError: a record claims bytes outside the shard (a damaged or crafted sample
+                index): refused before anything is fetched or allocated for it.
+        """
         rows = self._records()
-        return [(int(rows[i, 0]), int(rows[i, 0] + rows[i, 1])) for i in indices]
+        found = [(int(rows[i, 0]), int(rows[i, 0] + rows[i, 1])) for i in indices]
+        for index, (start, stop) in zip(indices, found, strict=True):
+            if not 0 <= start <= stop <= self.num_bytes:
+                raise ShardError(
+                    f"Record {index} of {self.obj.url} claims bytes {start}-{stop}, but the shard "
+                    f"holds {self.num_bytes} bytes: the dataset's sample index is damaged or was "
+                    "crafted. Check it with verify_dataset(), then convert or publish it again.")
+        return found
 
     def _open(self) -> None:
         """Nothing to open: each read fetches what it needs through the cache."""
@@ -250,7 +264,7 @@ class RangedAccess(_CachedAccess):
     mode = "ranged"
 
     def reader(self, backend: Backend, shard: ShardEntry, records: Callable[[], np.ndarray]) -> ShardReader:
-        return RangedShardReader(self._object(shard), shard.num_samples, records)
+        return RangedShardReader(self._object(shard), shard.num_samples, records, shard.num_bytes)
 
     def prefetch(self, readers: Mapping[int, ShardReader], wanted: Mapping[int, Sequence[int]]) -> None:
         requests = [(r.obj, r.ranges(wanted[n])) for n, r in readers.items()

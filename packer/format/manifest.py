@@ -27,8 +27,10 @@ from packer.errors import (
     IncompleteDatasetError,
     ManifestError,
     NotADatasetError,
+    UnsafeKeyError,
     VersionGoneError,
 )
+from packer.keys import check_key, check_name
 from packer.store import Store, open_store
 from packer.store.durable import atomic_write_bytes
 
@@ -205,7 +207,7 @@ class Manifest:
             raise ManifestError(f"{source} has format version {version!r}; this packer reads "
                                 f"version {FORMAT_VERSION} or older: upgrade packer.")
         try:
-            return cls(
+            manifest = cls(
                 backend=_get(data, "backend", str, source),
                 codec=_get(data, "codec", str, source),
                 codec_params=_get(data, "codec_params", dict, source),
@@ -230,6 +232,8 @@ class Manifest:
             )
         except TypeError as err:
             raise ManifestError(f"{source} has a malformed entry ({err}); re-convert.") from err
+        _check_keys(manifest, source)
+        return manifest
 
     def save(self, root: str | os.PathLike[str]) -> str:
         """Write ``root/versions/<version>.json``, then ``root/index.json`` (the switch to this
@@ -304,6 +308,25 @@ def estimate_manifest_bytes(source: str, num_shards: int, classes: Sequence[str]
     return (_FIXED_BYTES + len(source) + _PER_SHARD * num_shards
             + sum(len(json.dumps(c)) + _PER_CLASS for c in classes)
             + sum(len(json.dumps(p)) + _PER_PATH for p in listed_paths))
+
+
+def _check_keys(manifest: Manifest, source: str) -> None:
+    """Every path the manifest names is a key inside the dataset, and every class one folder
+    name (export makes folders of them): a crafted manifest is refused here, before anything is
+    read, written, downloaded or uploaded through it (:mod:`packer.keys`).
+
+    Raises:
+        ManifestError: the message is :class:`UnsafeKeyError`'s, naming the key and ``source``.
+    """
+    try:
+        for position, shard in enumerate(manifest.shards):
+            check_key(shard.path, source=source, what=f"shards[{position}] path")
+        for name, entry in manifest.sample_index.items():
+            check_key(entry.path, source=source, what=f"sample_index[{name!r}] path")
+        for name in manifest.classes:
+            check_name(name, source=source, what="class")
+    except UnsafeKeyError as err:
+        raise ManifestError(str(err)) from err
 
 
 def _get(data: dict[str, Any], key: str, kind: type, source: str) -> Any:

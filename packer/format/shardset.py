@@ -11,11 +11,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from packer.errors import ShardError
+from packer.errors import PackerError, ShardError, VersionGoneError
 from packer.format.access import choose_access
 from packer.format.backends import ShardReader, get_backend
 from packer.format.backends.base import Arena
-from packer.format.manifest import FileEntry, Manifest, ShardEntry
+from packer.format.manifest import FileEntry, Manifest, ShardEntry, dataset_versions
 from packer.format.sample_index import SampleIndex
 from packer.store import NodeCache, Store, open_store
 
@@ -118,7 +118,11 @@ class ShardSet:
     def read(self, index: int) -> bytes:
         """Stored payload of sample ``index``."""
         shard, local = self.locate(index)
-        return self.readers[shard].read(local)
+        try:
+            return self.readers[shard].read(local)
+        except ShardError as err:
+            self._raise_if_version_gone(shard, err)
+            raise
 
     def read_many(self, indices: Sequence[int]) -> list[bytes]:
         """Payloads of several samples, in the given order; one read per shard touched.
@@ -148,10 +152,32 @@ class ShardSet:
         out: list[Any] = [None] * len(indices)
         for shard, wanted in by_shard.items():
             wanted.sort(key=lambda pair: pair[1])
-            payloads = read(self.readers[shard], [local for _, local in wanted])
+            try:
+                payloads = read(self.readers[shard], [local for _, local in wanted])
+            except ShardError as err:
+                self._raise_if_version_gone(shard, err)
+                raise
             for (position, _), payload in zip(wanted, payloads, strict=True):
                 out[position] = payload
         return out
+
+    def _raise_if_version_gone(self, shard: int, err: ShardError) -> None:
+        """Raise :class:`VersionGoneError` when ``err`` comes from a shard that ``packer gc``
+        removed with this reader's version (its manifest is gone too); else return."""
+        entry = self.manifest.shards[shard]
+        try:
+            if self.store.exists(entry.path):
+                return
+            versions = dataset_versions(self.store)
+        except PackerError:
+            return
+        if versions and self.manifest.version not in versions:
+            raise VersionGoneError(
+                f"Version {self.manifest.version} of {self.root!r} was removed by collect_garbage() "
+                f"while this reader used it ({entry.path} is gone; versions kept: "
+                f"{', '.join(map(str, versions))}). Open the dataset again to read the current "
+                "version, and let readers finish before collecting garbage (or keep more versions: "
+                "keep_versions=).") from err
 
     def prefetch(self, indices: Sequence[int]) -> None:
         """Fetch into the node cache what reading ``indices`` will need (whole shards or record

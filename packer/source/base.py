@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from packer.errors import SourceError
+from packer.keys import check_key, check_name, is_safe_key
 from packer.source.imagecheck import image_dimensions
 from packer.source.sourcefile import UnpackableFile
 
@@ -79,6 +80,16 @@ class SourceIndex:
     include_hidden: bool = False
     metadata: tuple[str, ...] = ()
     metadata_columns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Every class becomes a folder (export) and every path a key: each kind of source
+        passes this one check (:mod:`packer.keys`), so a crafted list, archive or table is
+        refused before anything is written."""
+        for name in self.classes:
+            check_name(name, source=self.root, what="class")
+        for item in self.items:
+            if not is_safe_key(item.relpath):
+                check_key(item.relpath, source=self.root, what="item path")
 
     @property
     def class_to_idx(self) -> dict[str, int]:

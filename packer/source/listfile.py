@@ -40,7 +40,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
-from packer.errors import SourceError, SourceNotFoundError
+from packer.errors import SourceError, SourceNotFoundError, UnsafeKeyError
+from packer.keys import check_key, check_name
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem
 
 __all__ = ["LABEL_COLUMNS", "LIST_FORMATS", "PATH_COLUMNS", "ListFileSource", "ListSource", "list_format",
@@ -89,7 +90,9 @@ def _fail(listfile: str, line: int | None, what: str) -> SourceError:
 def _rows(listfile: str, fmt: str, path_column: str | None, label_column: str | None
           ) -> tuple[str, str, list[tuple[int, str, Any, dict[str, Any]]]]:
     """``(path column, label column, [(line, path, raw label, other columns)])``."""
-    with open(listfile, encoding="utf-8", newline="") as handle:
+    # utf-8-sig: Excel and Notepad start a UTF-8 file with a byte-order mark, which would
+    # otherwise become part of the first path (or the CSV header's first column name).
+    with open(listfile, encoding="utf-8-sig", newline="") as handle:
         text = handle.read()
     rows: list[tuple[int, str, Any, dict[str, Any]]] = []
     if fmt == "text":
@@ -161,7 +164,7 @@ def _relpath(listfile: str, number: int, path: str) -> str:
     if posixpath.isabs(clean) or clean == ".." or clean.startswith("../") or clean == ".":
         raise _fail(listfile, number, f"the path {path!r} is not relative to the root (it must lie "
                                       "inside it)")
-    return clean
+    return check_key(clean, source=f"{listfile}, line {number},", what="path")
 
 
 def _classes(listfile: str, rows: list[tuple[int, str, Any, dict[str, Any]]], fmt: str,
@@ -177,6 +180,12 @@ def _classes(listfile: str, rows: list[tuple[int, str, Any, dict[str, Any]]], fm
             raise _fail(listfile, None, "classes_file= names integer labels, but this list's labels are "
                                         "class names already")
         classes = tuple(sorted(set(map(str, raw))))
+        for name in classes:  # each becomes a folder name (export): one safe name, or refused
+            try:
+                check_name(name, source=listfile, what="label")
+            except UnsafeKeyError:
+                line = next(n for n, _, v, _ in rows if str(v) == name)
+                check_name(name, source=f"{listfile}, line {line},", what="label")
         position = {name: i for i, name in enumerate(classes)}
         return classes, [position[str(v)] for v in raw], False
     targets = [int(v) for v in raw]
@@ -187,13 +196,15 @@ def _classes(listfile: str, rows: list[tuple[int, str, Any, dict[str, Any]]], fm
     if classes_file is None:
         return tuple(str(i) for i in range(top + 1)), targets, True
     try:
-        with open(classes_file, encoding="utf-8") as handle:
+        with open(classes_file, encoding="utf-8-sig") as handle:
             names = tuple(line.strip() for line in handle if line.strip())
     except OSError as err:
         raise SourceNotFoundError(f"Cannot read the classes file {classes_file!r}: "
                                   f"{err.strerror or err}.") from None
     if len(set(names)) != len(names):
         raise SourceError(f"The classes file {classes_file!r} names a class twice: one name per label.")
+    for name in names:
+        check_name(name, source=classes_file, what="class")
     if top >= len(names):
         line = next(n for (n, _, _, _), t in zip(rows, targets, strict=True) if t == top)
         raise _fail(listfile, line, f"the label {top} has no name: {classes_file!r} names "

@@ -11,6 +11,7 @@ import shutil
 from collections.abc import Sequence
 
 from packer.errors import ObjectNotFoundError
+from packer.keys import check_key
 from packer.store.base import Store
 from packer.store.durable import atomic_write_bytes, create_exclusively
 
@@ -32,7 +33,14 @@ class LocalStore(Store):
         return os.path.join(self.url, *key.split("/")) if key else self.url
 
     def local_path(self, key: str) -> str:
-        return os.path.join(self.url, *key.split("/")) if key else self.url
+        """``key``'s file under the root; every read, write and delete goes through here.
+
+        Raises:
+            UnsafeKeyError: ``key`` could lead outside the root (:func:`packer.keys.check_key`).
+        """
+        if not key:
+            return self.url
+        return os.path.join(self.url, *check_key(key, source=self.url, what="key").split("/"))
 
     def stat(self, key: str) -> int:
         path = self.local_path(key)

@@ -26,6 +26,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from packer.errors import ObjectNotFoundError, StoreError
+from packer.keys import check_key
 from packer.store.base import Store
 from packer.store.retrying import RetryPolicy, ShortRead, retry
 
@@ -92,7 +93,12 @@ class RemoteStore(Store):
     # -- keys ---------------------------------------------------------------------------
 
     def _path(self, key: str) -> str:
-        return f"{self._root}/{key}" if key else self._root
+        """``key``'s path for the client; every request goes through here.
+
+        Raises:
+            UnsafeKeyError: ``key`` could lead outside the root (:func:`packer.keys.check_key`).
+        """
+        return f"{self._root}/{check_key(key, source=self.url, what='key')}" if key else self._root
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return retry(lambda: fn(*args, **kwargs), what, self.policy)

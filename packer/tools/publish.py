@@ -24,6 +24,7 @@ from typing import Any
 
 from packer.errors import NotADatasetError
 from packer.format.manifest import MANIFEST_NAME, VERSIONS_DIR, Manifest, dataset_versions, version_key
+from packer.keys import is_safe_key
 from packer.store import Store, open_store
 from packer.store.fetching import copy_object
 from packer.store.lease import held_lease
@@ -172,7 +173,10 @@ def _unused(store: Store, current: Manifest, listed: dict[str, int],
         manifest = current if version == current.version else Manifest.load(store, version)
         used.update(_files_of(manifest))
         used.add(version_key(version))
-    ours = [key for key in sorted(listed) if key.startswith(("shard-", "samples/", f"{VERSIONS_DIR}/"))]
+    # Only packer's own names: a key someone else put under the prefix (one with '..' included,
+    # which S3 allows) is never deleted.
+    ours = [key for key in sorted(listed)
+            if key.startswith(("shard-", "samples/", f"{VERSIONS_DIR}/")) and is_safe_key(key)]
     victims = [key for key in ours if key not in used]
     # manifests of removed versions first: a reader never finds a version whose files are gone
     victims.sort(key=lambda key: not key.startswith(f"{VERSIONS_DIR}/"))
