@@ -328,3 +328,18 @@ def test_a_tree_class_folder_with_a_control_character_is_refused_naming_it(tmp_p
     line = one_line_error(result)
     assert "bad\\x1b[2J" in line and str(src) in line, line
     assert not (tmp_path / "dst").exists()
+
+
+def test_crafted_hdf5_offsets_are_refused_when_the_shard_opens(tmp_path: Path) -> None:
+    import h5py
+    src = small_tree(tmp_path / "src")
+    dst = tmp_path / "dst"
+    packer.convert(src, dst, to="hdf5", workers=1)
+    shard = next(dst.glob("shard-*.h5"))
+    with h5py.File(shard, "r+") as handle:
+        offsets = handle["offsets"][:]
+        offsets[2] = 2**60  # a record that claims an exabyte
+        handle["offsets"][:] = offsets
+    ds = packer.open_dataset(dst, decode=False)
+    with pytest.raises(ShardError, match="offsets that do not cut"):
+        ds[1]

@@ -169,6 +169,7 @@ class HDF5ShardReader(ShardReader):
             blob = handle["blob"]
             contiguous = blob.chunks is None and blob.compression is None
             blob_offset = blob.id.get_offset() if contiguous else None
+            blob_bytes = int(blob.shape[0]) if blob.shape else 0
         except (KeyError, OSError) as err:
             handle.close()
             raise ShardError(f"HDF5 shard {self.path!r} lacks the packer layout "
@@ -177,6 +178,10 @@ class HDF5ShardReader(ShardReader):
             handle.close()
             raise ShardError(f"HDF5 shard {self.path!r} holds {len(offsets) - 1} samples, the "
                              f"manifest says {self.num_samples}: the file was replaced; re-convert.")
+        if len(offsets) and (offsets[0] != 0 or offsets[-1] != blob_bytes or bool(np.any(np.diff(offsets) < 0))):
+            handle.close()  # a crafted or damaged offset must not size a read: refused at open
+            raise ShardError(f"HDF5 shard {self.path!r} has offsets that do not cut its {blob_bytes}-byte "
+                             "blob in order: the file is damaged or was crafted; re-convert.")
         self._offsets = offsets
         if blob_offset is not None or self.num_samples == 0 or offsets[-1] == 0:
             handle.close()
