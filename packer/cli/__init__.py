@@ -21,6 +21,7 @@ from packer.cli.remote import cache, push
 from packer.cli.versions import gc, update, upgrade
 from packer.conversion.merging import DISTRIBUTION
 from packer.errors import PackerError
+from packer.keys import escaped
 
 __all__ = ["cli", "main"]
 
@@ -41,7 +42,7 @@ class _PackerGroup(click.Group):
         try:
             return super().invoke(ctx)
         except PackerError as err:
-            message = cli_message(str(err), self, ctx.invoked_subcommand)
+            message = escaped(cli_message(str(err), self, ctx.invoked_subcommand))  # one line, always
             raise _CommandFailed(message, err.exit_code) from err
         except click.ClickException as err:  # a library ValueError a command turned into a usage error
             err.message = cli_message(err.message, self, ctx.invoked_subcommand)

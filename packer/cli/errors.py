@@ -20,8 +20,7 @@ from typing import Final
 
 import click
 
-from packer.cli.output import mask_passwords
-from packer.keys import escaped
+from packer.cli.output import terminal_safe
 
 __all__ = ["ALIASES", "COMMANDS", "cli_message", "in_cli_terms", "interrupted_message"]
 
@@ -108,8 +107,8 @@ class _Terms:
 def cli_message(message: str, group: click.Group, command: str | None = None) -> str:
     """``message`` with the library's keywords and calls as the command line's flags and
     commands (``command``: the name of the command that is running, looked up first)."""
-    # One line whatever the message holds: a name from data is printed escaped (packer.keys).
-    return escaped(mask_passwords(_Terms(group, group.commands.get(command or "")).rewrite(message)))
+    # A name from data reaches the terminal escaped, a URL's password masked (cli.output).
+    return terminal_safe(_Terms(group, group.commands.get(command or "")).rewrite(message))
 
 
 def in_cli_terms(text: str) -> str:

@@ -13,6 +13,8 @@ import sys
 import click
 
 from packer.cli.errors import in_cli_terms
+from packer.cli.output import say
+from packer.errors import PackerError
 
 __all__ = ["export_command", "info", "preview", "show", "verify"]
 
@@ -51,7 +53,7 @@ def preview(dst: str, out: str, per_class: int, classes: tuple[str, ...], seed: 
                                     classes=classes or None, seed=seed, thumb=thumb)
     except ValueError as err:
         raise click.UsageError(str(err)) from None
-    click.echo(format_sheet(sheet, out))
+    say(format_sheet(sheet, out))
 
 
 @click.command("export")
@@ -83,10 +85,12 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
     try:
         result = export_dataset(dst, out, classes=classes or None, limit=limit, overwrite=overwrite,
                                 as_list=as_list, progress=not quiet)
+    except PackerError:  # some are ValueErrors too (UnsafeKeyError): the data's fault, not a usage error
+        raise
     except ValueError as err:
         raise click.UsageError(str(err)) from None
     if not quiet:
-        click.echo(format_export(result))
+        say(format_export(result))
 
 
 @click.command(context_settings={"ignore_unknown_options": True})  # so that INDEX may be -1
@@ -103,15 +107,17 @@ def show(dst: str, index: int, out: str | None, as_json: bool) -> None:
     original, a JPEG for jpeg, the raw record for pixels.
     """
     from packer.cli.formatting import format_sample_info
+    from packer.tools.consistency import checked_manifest
     from packer.tools.show import sample_info, save_sample
 
+    checked_manifest(dst)  # a damaged manifest is one line and exit 1, never an INDEX usage error
     try:
         info = sample_info(dst, index) if out is None else save_sample(dst, index, out)
     except IndexError as err:
         raise click.BadParameter(str(err), param_hint="INDEX") from None
-    click.echo(json.dumps(info.to_dict(), indent=2) if as_json else format_sample_info(info))
+    say(json.dumps(info.to_dict(), indent=2) if as_json else format_sample_info(info))
     if out is not None and not as_json:
-        click.echo(f"wrote {info.stored_bytes} bytes to {out}")
+        say(f"wrote {info.stored_bytes} bytes to {out}")
 
 
 @click.command()
@@ -123,7 +129,7 @@ def info(dst: str, as_json: bool) -> None:
     from packer.tools.info import dataset_info
 
     summary = dataset_info(dst)
-    click.echo(json.dumps(summary, indent=2, sort_keys=True) if as_json else format_info(summary))
+    say(json.dumps(summary, indent=2, sort_keys=True) if as_json else format_info(summary))
 
 
 @click.command()
@@ -140,6 +146,8 @@ def verify(dst: str, deep: bool, src: str | None, as_json: bool, quiet: bool) ->
     from packer.tools.verify import verify_dataset
 
     report = verify_dataset(dst, deep=deep, against=src, progress=not quiet and not as_json)
-    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else in_cli_terms(format_verify(report)))
+    # Line by line: in_cli_terms escapes what it translates into one line, and a report has many.
+    say(json.dumps(report.to_dict(), indent=2) if as_json
+        else "\n".join(in_cli_terms(line) for line in format_verify(report).split("\n")))
     if not report.ok:
         sys.exit(1)

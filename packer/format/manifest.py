@@ -232,6 +232,9 @@ class Manifest:
             )
         except TypeError as err:
             raise ManifestError(f"{source} has a malformed entry ({err}); re-convert.") from err
+        if len(manifest.class_counts) != len(manifest.classes):
+            raise ManifestError(f"{source} counts samples of {len(manifest.class_counts)} classes but names "
+                                f"{len(manifest.classes)}; the dataset is damaged: re-convert.")
         _check_keys(manifest, source)
         return manifest
 

@@ -16,12 +16,25 @@ Where a replaced suffix would give two exported files one name (``a.png`` and ``
 renamed one keeps its whole name and gains the suffix (``a.png.jpg``). Renaming can change the
 order of samples within a folder; labels never change.
 
+Where a sample lands depends on its source (:mod:`packer.tools.layout`): a tree's (a folder
+or an archive of one) at its relative path, which starts with its class folder; a list file's
+or a keyed source's (WebDataset shards, Parquet tables) at ``<class>/<path>``, its path being
+the listed path or the sample's key. ``as_list`` writes a list's or a keyed dataset's files at
+their paths and a list beside them instead (:mod:`packer.tools.export_list`).
+
 Every selected class gets its folder, even one with no exported sample (all its files were
 skipped), so the exported tree has the dataset's classes and class indices; convert such a tree
 with ``--allow-empty``; hidden files, packed only with ``--include-hidden``, need that flag
 again. OUT must be absent or empty; with ``overwrite`` a non-empty OUT is written into,
 replacing only files of the same names and deleting nothing. OUT may not be DST, lie inside it
 or hold it, nor be the source tree DST was converted from.
+
+Class names and paths come from data, so each one is checked before anything is written
+(:mod:`packer.tools.export_plan`): a class folder must be one safe folder name and a path a
+safe relative key (:mod:`packer.keys`: no ``..``, no absolute path, no NUL or control
+character), and a tree's path must lie in its class folder. One bad name refuses the whole
+export with :class:`~packer.errors.UnsafeKeyError` (or :class:`~packer.errors.ManifestError`)
+naming it and the dataset file that holds it, and OUT is left as it was.
 
 Each file is written under a hidden temporary name in its folder, then renamed, so an
 interrupted export never leaves part of a file under a final name (a killed one may leave a
@@ -34,18 +47,19 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
-from packer.errors import ManifestError, OutputError, OutputExistsError, ShardError
-from packer.format.codecs import Codec, ExportFormat, get_codec
+from packer.errors import OutputError, OutputExistsError, ShardError
+from packer.format.codecs import Codec, get_codec
+from packer.format.manifest import MANIFEST_NAME
 from packer.format.sample_index import SampleIndex
 from packer.format.shardset import ShardSet
 from packer.progressbar import ProgressBar
 from packer.source.imagecheck import decoder_failures
-from packer.tools.export_list import list_text
+from packer.tools.consistency import require_consistent
+from packer.tools.export_plan import DatasetFiles, ExportPlan, plan_export
+from packer.tools.layout import path_layout, recorded_listing
 from packer.tools.selection import class_members, pick_samples, select_classes
 
 __all__ = ["ExportResult", "export_dataset"]
@@ -67,36 +81,7 @@ class ExportResult:
     codec: str
     seconds: float
     exported_as: str = "the original bytes at their original paths"  # the codec's export format
-
-
-def _file_names(relpaths: Sequence[str], fmt: ExportFormat) -> list[str]:
-    """Exported relative paths (see the module docstring), unique."""
-    if fmt.suffix is None:
-        names = list(relpaths)
-    else:
-        suffix = fmt.suffix
-        proposed = [p if PurePosixPath(p).suffix.lower() in fmt.keeps
-                    else str(PurePosixPath(p).with_suffix(suffix)) for p in relpaths]
-        taken = Counter(proposed)
-        names = [q if q == p or taken[q] == 1 else p + suffix
-                 for p, q in zip(relpaths, proposed, strict=True)]
-    repeated = [name for name, n in Counter(names).items() if n > 1]
-    if repeated:
-        raise ManifestError(f"Samples would be exported twice as {repeated[0]!r}: the sample index "
-                            "is damaged (verify_dataset(deep=True)).")
-    return names
-
-
-def _check_relpath(relpath: str, class_name: str | None) -> None:
-    """A path inside its class folder (inside the root, for a list source: ``class_name`` None),
-    so nothing is written outside OUT or under another label."""
-    parts = PurePosixPath(relpath).parts
-    inside = (len(parts) >= (1 if class_name is None else 2) and not relpath.startswith("/")
-              and ".." not in parts and "\\" not in relpath)
-    if not inside or (class_name is not None and parts[0] != class_name):
-        where = "inside the list's root" if class_name is None else f"inside its class folder {class_name!r}"
-        raise ManifestError(f"Sample path {relpath!r} is not a file {where}: the sample index is "
-                            "damaged (verify_dataset(deep=True)).")
+    lists: tuple[str, ...] = ()  # ``as_list``: the list files written beside the samples, under ``out``
 
 
 def _inside(inner: str, outer: str) -> bool:
@@ -166,12 +151,13 @@ def _converted(codec: Codec, payload: bytes, name: str) -> bytes:
         return codec.exported_bytes(payload)
 
 
-def _write_all(shards: ShardSet, top: str, class_names: list[str], chosen: Sequence[int],
-               names: list[str], codec: Codec, *, progress: bool) -> int:
-    """Make every class folder, then write each chosen sample; return the bytes written."""
-    for name in class_names:
+def _write_all(shards: ShardSet, top: str, plan: ExportPlan, chosen: Sequence[int], codec: Codec, *,
+               progress: bool) -> int:
+    """Make every class folder, write each chosen sample, then the lists; return the bytes written."""
+    for name in plan.folders:
         _make_dirs(os.path.join(top, name))
     written = 0
+    names = plan.names
     with ProgressBar(total=len(chosen), unit="img", desc="exporting", disable=None if progress else True,
               dynamic_ncols=True) as bar:
         for start in range(0, len(chosen), _BATCH):
@@ -181,7 +167,37 @@ def _write_all(shards: ShardSet, top: str, class_names: list[str], chosen: Seque
                 _write_file(os.path.join(top, *name.split("/")), data)
                 written += len(data)
             bar.update(len(batch))
+    for name, text in plan.lists:
+        data = text.encode("utf-8", "surrogateescape")
+        _write_file(os.path.join(top, name), data)
+        written += len(data)
     return written
+
+
+def _planned(shards: ShardSet, top: str, classes: Iterable[str] | None, limit: int | None, *,
+             overwrite: bool, as_list: bool) -> tuple[Sequence[int], list[int], ExportPlan]:
+    """Check the dataset and OUT, choose the samples and plan every name; write nothing."""
+    manifest = shards.manifest
+    manifest_file = shards.store.describe(MANIFEST_NAME)
+    require_consistent(manifest, manifest_file)  # names every sample-index file, among others
+    files = DatasetFiles(manifest=manifest_file, paths=_described(shards, "paths"),
+                         targets=_described(shards, "targets"))
+    layout = path_layout(manifest, files.manifest)
+    listing = recorded_listing(manifest, files.manifest)
+    if as_list and layout == "tree":
+        raise ValueError(f"{shards.root!r} was converted from a folder tree, not a list file, WebDataset "
+                         "shards or Parquet tables: export it as a tree (without as_list=True)")
+    _check_out(top, shards.root, listing["root"] if listing else manifest.source, overwrite=overwrite)
+    class_ids = select_classes(manifest.classes, classes)
+    chosen = _selected(shards, shards.index, class_ids, limit)
+    fmt = get_codec(manifest.codec, manifest.codec_params).export_format()
+    return chosen, class_ids, plan_export(manifest, shards.index, chosen, class_ids, layout, listing, fmt,
+                                          files, as_list=as_list)
+
+
+def _described(shards: ShardSet, key: str) -> str:
+    """The sample-index file ``key`` (``paths``, ``targets``) as errors name it."""
+    return shards.store.describe(shards.manifest.sample_index[key].path)
 
 
 def export_dataset(
@@ -202,14 +218,17 @@ def export_dataset(
         classes: Class names to export (items may be comma-separated lists); ``None``: all.
         limit: At most this many samples per class, the first ones in dataset order.
         overwrite: Write into a non-empty ``out``, replacing files of the same names only.
-        as_list: For a dataset converted from a list file: write its files at their listed
-            paths and the list beside them (:mod:`packer.tools.export_list`), instead of a tree
-            of class folders (where a listed file lands at ``<class>/<listed path>``).
+        as_list: For a dataset converted from a list file, WebDataset shards or Parquet tables:
+            write its files at their paths and a list beside them
+            (:mod:`packer.tools.export_list`), instead of a tree of class folders (where a
+            sample lands at ``<class>/<path>``).
         progress: Draw a progress bar.
 
     Raises:
         NotADatasetError, IncompleteDatasetError, ManifestError, ShardError: ``dst`` is not
             a complete, intact packer dataset.
+        UnsafeKeyError: a class name or sample path that could lead outside ``out``; nothing
+            was written.
         OutputExistsError: ``out`` is not empty and ``overwrite`` is off.
         OutputError: ``out`` is not allowed (see above) or cannot be written.
         UnknownNameError: a class the dataset lacks, or a codec packer cannot export.
@@ -218,44 +237,19 @@ def export_dataset(
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be at least 1, not {limit}")
     started = time.perf_counter()
-    shards = ShardSet(dst)
-    manifest = shards.manifest
-    listing = manifest.extra.get("list")
-    if as_list and listing is None:
-        raise ValueError(f"{shards.root!r} was converted from a folder tree, not a list file: export "
-                         "it as a tree (without as_list=True)")
-    codec = get_codec(manifest.codec, manifest.codec_params)
-    fmt = codec.export_format()
     top = os.path.abspath(os.fspath(out))
-    _check_out(top, shards.root, listing["root"] if listing else manifest.source, overwrite=overwrite)
-    class_ids = select_classes(manifest.classes, classes)
-    index = shards.index
-    chosen = _selected(shards, index, class_ids, limit)
-    relpaths = [index.path(i) for i in chosen]
-    for i, relpath in zip(chosen, relpaths, strict=True):
-        _check_relpath(relpath, None if listing else manifest.classes[int(index.targets[i])])
-    if listing and not as_list:
-        relpaths = [f"{manifest.classes[int(index.targets[i])]}/{p}" for i, p in zip(chosen, relpaths,
-                                                                                    strict=True)]
-    names = _file_names(relpaths, fmt)
-    folders = [] if as_list else [manifest.classes[c] for c in class_ids]
+    shards = ShardSet(dst)
     try:
-        written = _write_all(shards, top, folders, chosen, names, codec, progress=progress)
-        if as_list and listing is not None:
-            numbers = listing.get("labels") == "numbers"
-            labels = [int(index.targets[i]) if numbers else manifest.classes[int(index.targets[i])]
-                      for i in chosen]
-            list_name, text = list_text(listing, names, labels, [index.metadata(i) for i in chosen])
-            _write_file(os.path.join(top, list_name), text.encode("utf-8", "surrogateescape"))
-            written += len(text.encode("utf-8", "surrogateescape"))
+        manifest = shards.manifest
+        chosen, class_ids, plan = _planned(shards, top, classes, limit, overwrite=overwrite, as_list=as_list)
+        codec = get_codec(manifest.codec, manifest.codec_params)
+        written = _write_all(shards, top, plan, chosen, codec, progress=progress)
     finally:
         shards.close()
     return ExportResult(
         out=top, written=len(chosen), bytes_written=written,
-        classes=tuple(manifest.classes[c] for c in class_ids),
-        renamed=sum(a != b for a, b in zip(relpaths, names, strict=True)),
+        classes=tuple(manifest.classes[c] for c in class_ids), renamed=plan.renamed,
         not_selected=manifest.num_samples - len(chosen), skipped_in_dataset=len(manifest.skipped),
         codec=manifest.codec, seconds=time.perf_counter() - started,
-        exported_as=fmt.description)
-
-
+        exported_as=codec.export_format().description,
+        lists=tuple(name for name, _ in plan.lists))

@@ -14,7 +14,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from packer.errors import ShardError
+from packer.errors import ManifestError, ShardError
 from packer.format.codecs import get_codec
 from packer.format.shardset import ShardSet
 from packer.source.imagecheck import decoder_failures
@@ -66,6 +66,10 @@ def _load(dst: str | os.PathLike[str], index: int) -> tuple[SampleInfo, bytes]:
         shards.close()
     samples = shards.index
     target = int(samples.targets[position])
+    if not 0 <= target < len(manifest.classes):
+        raise ManifestError(f"Sample {position} of {shards.root!r} has the label {target}, but the dataset "
+                            f"names {len(manifest.classes)} classes: its sample index is damaged; "
+                            "run verify_dataset(), then convert it again.")
     relpath = samples.path(position)
     def damaged(err: Exception) -> ShardError:
         return ShardError(f"Sample {position} ({relpath}) of {shards.root!r} cannot be decoded with "

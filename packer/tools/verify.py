@@ -7,7 +7,10 @@ Three depths, each including the one before:
   file exists with the byte size and SHA-256 the manifest records;
 * ``deep``: every shard is opened with its backend, holds the number of records the manifest
   says, and every sample decodes with the dataset's codec; targets are class indices whose
-  per-class counts equal ``class_counts``, and each sample's path starts with its class folder;
+  per-class counts equal ``class_counts``, and each sample's path is a safe relative path
+  (:mod:`packer.keys`) that, for a tree's dataset (a folder or an archive of one), starts with
+  its class folder; a list file's, WebDataset's or Parquet table's paths are their sources'
+  keys, with labels from data, so no folder rule applies (:mod:`packer.tools.layout`);
 * ``against``: every stored sample equals its source file ``SRC/<relative path>`` byte for
   byte (``original`` codec only: other codecs re-encode, so there is nothing to compare).
 
@@ -32,17 +35,20 @@ from typing import Any
 
 import numpy as np
 
-from packer.errors import PackerError, ShardError
+from packer.errors import ManifestError, PackerError, ShardError
 from packer.format.backends import get_backend
 from packer.format.codecs import Codec, get_codec
 from packer.format.manifest import MANIFEST_NAME, FileEntry, Manifest, ShardEntry
 from packer.format.sample_index import INDEX_FILES, SampleIndex
+from packer.keys import escaped, key_problem
 from packer.progressbar import ProgressBar
 from packer.source.imagecheck import UndecodableImage, decoder_failures
 from packer.store.durable import sha256_file
 from packer.store.urls import is_url
 from packer.tools.against import SourceComparison, keeps_source_bytes, safe_relpath
+from packer.tools.consistency import manifest_problems, shard_ranges_hold
 from packer.tools.findings import MAX_LISTED, Findings, Problem, VerifyReport
+from packer.tools.layout import Layout, path_layout
 from packer.tools.publish import pull_dataset
 
 __all__ = ["MAX_LISTED", "Problem", "VerifyReport", "verify_dataset"]
@@ -53,27 +59,19 @@ _FIX = "restore it from a copy, or convert again with overwrite=True"
 
 def _check_manifest(manifest: Manifest, found: Findings) -> bool:
     """Report inconsistencies among the manifest's fields; return whether shard ranges hold."""
-    if len(manifest.class_counts) != len(manifest.classes):
-        found.add(MANIFEST_NAME, "inconsistent_manifest", f"{len(manifest.classes)} classes but "
-                  f"{len(manifest.class_counts)} class counts")
-    elif sum(manifest.class_counts) != manifest.num_samples:
-        found.add(MANIFEST_NAME, "inconsistent_manifest", f"class counts add up to "
-                  f"{sum(manifest.class_counts)}, the shards hold {manifest.num_samples} samples")
-    if len(set(manifest.classes)) != len(manifest.classes):
-        found.add(MANIFEST_NAME, "inconsistent_manifest", "a class name appears twice")
-    ranges_ok = True
-    expected = 0
-    for shard in manifest.shards:
-        if shard.first != expected or shard.num_samples < 0:
-            found.add(shard.path, "inconsistent_manifest", f"{shard.path} starts at sample "
-                      f"{shard.first} with {shard.num_samples} samples; the shards before it end "
-                      f"at {expected}")
-            ranges_ok = False
-        expected = max(shard.first + shard.num_samples, expected)
-    for name in INDEX_FILES:
-        if name not in manifest.sample_index:
-            found.add(MANIFEST_NAME, "inconsistent_manifest", f"no sample_index entry {name!r}")
-    return ranges_ok
+    for path, what in manifest_problems(manifest):
+        found.add(path, "inconsistent_manifest", escaped(what))
+    return shard_ranges_hold(manifest)
+
+
+def _layout(manifest: Manifest, found: Findings) -> Layout | None:
+    """How sample paths are laid out; ``None`` (and a finding) when the manifest's record of
+    its source is damaged."""
+    try:
+        return path_layout(manifest, MANIFEST_NAME)
+    except ManifestError as err:
+        found.add(MANIFEST_NAME, "inconsistent_manifest", str(err))
+        return None
 
 
 def _check_file(root: str, entry: ShardEntry | FileEntry, found: Findings, bar: ProgressBar) -> bool:
@@ -126,26 +124,31 @@ def _open_index(root: str, manifest: Manifest, intact: set[str], found: Findings
     return None if wrong else index
 
 
-def _check_labels(manifest: Manifest, index: SampleIndex, found: Findings) -> None:
-    """Targets in range, per-class counts as the manifest says, paths under their class folder
-    (inside the root, for a list source: its labels do not come from folders)."""
-    listed = "list" in manifest.extra
+def _check_labels(manifest: Manifest, index: SampleIndex, layout: Layout | None, found: Findings) -> None:
+    """Targets in range, per-class counts as the manifest says, and paths inside the dataset's
+    place: under their class folder for a tree's dataset, anywhere inside the root for a list's
+    or a keyed source's (WebDataset, Parquet: their labels do not come from folders). With no
+    ``layout`` (the manifest's record of its source is damaged) paths are not checked."""
     classes = manifest.classes
     targets = np.asarray(index.targets)
     valid = (targets >= 0) & (targets < len(classes))
     for i in np.flatnonzero(~valid):
-        found.add(index.path(int(i)), "label_error", f"sample {i} ({index.path(int(i))}) has target "
+        path = index.path(int(i))
+        found.add(path, "label_error", f"sample {i} ({escaped(path)}) has target "
                   f"{int(targets[i])}, not one of the {len(classes)} classes")
     counts = np.bincount(targets[valid], minlength=len(classes)).tolist()
     if counts != list(manifest.class_counts):
         found.add(manifest.sample_index["targets"].path, "label_error",
                   f"samples per class are {counts}, the manifest says {list(manifest.class_counts)}")
+    if layout is None:
+        return
     for i in np.flatnonzero(valid):
         path, cls = index.path(int(i)), classes[int(targets[i])]
-        if listed and not safe_relpath(path):
-            found.add(path, "label_error", f"sample {i} is {path!r}, which is not a path inside "
-                      "the list's root")
-        elif not listed and (not safe_relpath(path) or not path.startswith(cls + "/")):
+        problem = key_problem(path)
+        if problem is not None:
+            found.add(path, "label_error", f"sample {i} is {path!r}, which {problem}: not a path "
+                      "inside the dataset's source")
+        elif layout == "tree" and not path.startswith(cls + "/"):
             found.add(path, "label_error", f"sample {i} is {path!r}, which is not in the folder "
                       f"of its class {cls!r}")
 
@@ -188,6 +191,7 @@ def verify_dataset(
     against_source = src  # ``src`` is dropped below when it cannot be compared; it is closed anyway
     found = Findings()
     ranges_ok = _check_manifest(manifest, found)
+    layout = _layout(manifest, found)
     intact: set[str] = set()
     files: list[ShardEntry | FileEntry] = [*manifest.shards, *manifest.sample_index.values()]
     with ProgressBar(total=manifest.num_bytes, unit="B", unit_scale=True, desc="verifying checksums",
@@ -198,7 +202,7 @@ def verify_dataset(
     shards_checked = sum(shard.path in intact for shard in manifest.shards)
     index = _open_index(top, manifest, intact, found) if ranges_ok else None
     if deep and index is not None:
-        _check_labels(manifest, index, found)
+        _check_labels(manifest, index, layout, found)
     elif deep:
         found.notes.append("labels and paths were not checked: the sample index is damaged or "
                            "disagrees with the shards")
@@ -275,7 +279,7 @@ def _read_samples(root: str, manifest: Manifest, intact: set[str], index: Sample
                             with decoder_failures():
                                 codec.decode(payload)
                         except UndecodableImage as err:
-                            found.add(name, "decode_error", f"sample {number} ({name}, "
+                            found.add(name, "decode_error", f"sample {number} ({escaped(name)}, "
                                       f"{shard.path} record {j}) does not decode: {err}")
                         counts["checked"] += 1
                     if src is not None and src.compare(name, payload, found):
