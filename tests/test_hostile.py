@@ -343,3 +343,48 @@ def test_crafted_hdf5_offsets_are_refused_when_the_shard_opens(tmp_path: Path) -
     ds = packer.open_dataset(dst, decode=False)
     with pytest.raises(ShardError, match="offsets that do not cut"):
         ds[1]
+
+
+# -- found safe: kept so -----------------------------------------------------------------------------
+
+def test_a_pickled_sample_index_array_is_refused_not_unpickled(dataset: Path, tmp_path: Path) -> None:
+    import hashlib
+    import io as _io
+    marker = tmp_path / "unpickled"
+    buffer = _io.BytesIO()
+    np.save(buffer, np.array([_Boom(str(marker))] * 6, dtype=object), allow_pickle=True)
+    data = buffer.getvalue()
+    key = "samples/targets-crafted.npy"
+    (dataset / key).write_bytes(data)
+
+    def edit(manifest: dict[str, Any]) -> None:
+        manifest["sample_index"]["targets"] = {"path": key, "num_bytes": len(data),
+                                               "sha256": hashlib.sha256(data).hexdigest()}
+    crafted(dataset, edit)
+    for command in (["show", str(dataset), "0"], ["info", str(dataset)], ["verify", str(dataset), "--deep"],
+                    ["export", str(dataset), str(tmp_path / "out")]):
+        result = CliRunner().invoke(cli, command)
+        assert result.exit_code in (0, 1) and "Traceback" not in result.output, (command, result.output)
+    with pytest.raises(PackerError):
+        packer.open_dataset(dataset).targets[0]  # noqa: B018
+    assert not marker.exists()
+
+
+class _Boom:
+    """Unpickling it would create a file: proof that nothing was unpickled."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (Path(self.path),))
+
+
+@pytest.mark.slow
+def test_credentials_are_never_printed_even_with_vv(dataset: Path, s3_bucket: str, s3_env: Any) -> None:
+    packer.push_dataset(dataset, f"{s3_bucket}/pushed")
+    secret = os.environ["AWS_SECRET_ACCESS_KEY"]
+    for command in (["-vv", "info", f"{s3_bucket}/pushed"], ["-vv", "verify", f"{s3_bucket}/pushed"],
+                    ["-vv", "info", f"{s3_bucket}/missing"]):
+        result = CliRunner().invoke(cli, command)
+        assert secret not in result.output, (command, result.output)

@@ -34,6 +34,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from packer.errors import ShardError
 from packer.format.access import DatasetAccess, LocalAccess
 from packer.format.manifest import FileEntry, Manifest
 from packer.store.durable import atomic_write_bytes
@@ -162,7 +163,14 @@ class SampleIndex:
             if os.path.getsize(path) == 0:
                 return np.zeros(0, dtype=np.uint8)
             return np.memmap(path, dtype=np.uint8, mode="r")
-        array: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
+        try:
+            array: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
+        except ValueError as err:  # object arrays (pickles) are refused, never loaded; or not a .npy
+            raise ShardError(f"{path} is not a plain numeric array ({err}): the dataset's sample index is "
+                             "damaged or was crafted; restore it from a copy, or convert again.") from err
+        if array.dtype.kind not in "iu":
+            raise ShardError(f"{path} holds {array.dtype} values, not integers: the dataset's sample index "
+                             "is damaged or was crafted; restore it from a copy, or convert again.")
         return array
 
     @property
