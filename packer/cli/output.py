@@ -32,7 +32,7 @@ def terminal_safe(text: str) -> str:
     """``text`` with URL passwords masked and every control character but newlines and tabs
     escaped (``\\x1b``)."""
     text = mask_passwords(text)
-    return "\n".join("\t".join(escaped(cell) for cell in line.split("\t")) for line in text.split("\n"))
+    return "\n".join(escaped(line) for line in text.split("\n"))
 
 
 def say(text: str = "", *, err: bool = False, nl: bool = True) -> None:
