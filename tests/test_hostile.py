@@ -388,3 +388,25 @@ def test_credentials_are_never_printed_even_with_vv(dataset: Path, s3_bucket: st
                     ["-vv", "info", f"{s3_bucket}/missing"]):
         result = CliRunner().invoke(cli, command)
         assert secret not in result.output, (command, result.output)
+
+
+def test_the_runs_bound_reaches_webdataset_shards_and_a_lists_archive_root(tmp_path: Path) -> None:
+    import tarfile
+
+    from sourcekinds import add_member
+    big = b"\xff\xd8\xff" + os.urandom(2 << 20)  # over the bound below: never read whole
+    shards = tmp_path / "wds"
+    shards.mkdir()
+    with tarfile.open(shards / "train-000000.tar", "w") as tar:
+        for key, data in (("a", big), ("b", jpeg_bytes(10, 10, 1))):
+            add_member(tar, f"{key}.jpg", data)
+            add_member(tar, f"{key}.cls", b"0")
+    with tarfile.open(tmp_path / "tree.tar", "w") as tar:
+        add_member(tar, "cat/big.jpg", big)
+        add_member(tar, "cat/ok.jpg", jpeg_bytes(10, 10, 2))
+    (tmp_path / "list.txt").write_text("cat/big.jpg 0\ncat/ok.jpg 0\n")
+    for src, options in ((shards / "train-000000.tar", {}), (tmp_path / "list.txt", {"root": tmp_path / "tree.tar"})):
+        dst = tmp_path / f"dst-{src.stem}"
+        result = packer.convert(src, dst, to="lmdb", workers=1, max_bytes="1MiB", **options)
+        assert [s.reason for s in result.manifest.skipped] == ["too_large"], result.manifest.skipped
+        assert result.manifest.num_samples == 1

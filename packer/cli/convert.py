@@ -10,11 +10,13 @@ from typing import Any
 import click
 
 from packer.cli.errors import in_cli_terms
+from packer.cli.output import say
 from packer.conversion.engines.select import ENGINES
 from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
 from packer.format.backends import backend_names
 from packer.format.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, codec_class, codec_names
 from packer.sizes import parse_size
+from packer.source.limits import DEFAULT_MAX_BYTES
 from packer.source.registry import SOURCES
 
 __all__ = ["SizeType", "convert", "merge"]
@@ -69,6 +71,9 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
               help="Prove each image readable: full decode, header only, or not at all.")
 @click.option("--max-pixels", type=click.IntRange(min=1), default=DEFAULT_MAX_PIXELS,
               show_default=True, help="Skip images with more pixels as decompression_bomb.")
+@click.option("--max-bytes", type=SizeType(), default=DEFAULT_MAX_BYTES, show_default="256MiB",
+              help="The most bytes of one archive member, table cell or record that are read, "
+                   "e.g. 64MiB: larger ones are skipped as too_large.")
 @click.option("--strict", is_flag=True, help="Stop at the first bad file (exit 1) instead of skipping it.")
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing packer dataset or interrupted conversion at DST.")
@@ -128,10 +133,10 @@ def convert(src: str, dst: str, **given: Any) -> None:
     quiet, overwrite, resume = given["quiet"], given["overwrite"], given["resume"]
     if given["dry_run"]:
         plan = dry_run(src, options)
-        click.echo(json.dumps(plan.to_dict(), indent=2) if given["as_json"] else format_plan(plan))
+        say(json.dumps(plan.to_dict(), indent=2) if given["as_json"] else format_plan(plan))
         return
     if given["print_job_script"]:
-        click.echo(_job_script(given))
+        say(_job_script(given))
         return
     try:
         task = array_task(given["task_id"], given["num_tasks"], os.environ)
@@ -150,13 +155,13 @@ def convert(src: str, dst: str, **given: Any) -> None:
                                                        resume=resume, engine=engine, progress=not quiet))
         else:
             if not quiet:
-                click.echo(f"task {task.task_id} of {task.num_tasks} (from {in_cli_terms(task.source)})",
+                say(f"task {task.task_id} of {task.num_tasks} (from {in_cli_terms(task.source)})",
                            err=True)
             summary = format_task(run_conversion_task(src, dst, options, task_id=task.task_id,
                                                       num_tasks=task.num_tasks, engine=engine,
                                                       progress=not quiet))
     if not quiet:
-        click.echo(summary)
+        say(summary)
 
 
 def _options(given: dict[str, Any]) -> ConversionOptions:
@@ -176,7 +181,7 @@ def _options(given: dict[str, Any]) -> ConversionOptions:
     return ConversionOptions(
         to=given["backend"], shard_size=given["shard_size"], codec=codec.name,
         codec_options=codec_options, check=given["check"], max_pixels=given["max_pixels"],
-        strict=given["strict"], include_hidden=given["include_hidden"],
+        max_bytes=given["max_bytes"], strict=given["strict"], include_hidden=given["include_hidden"],
         allow_empty=given["allow_empty"], root=given["root"], path_column=given["path_column"],
         label_column=given["label_column"], classes_file=given["classes_file"],
         source_format=given["source_format"], label_field=given["label_field"],
@@ -216,4 +221,4 @@ def merge(dst: str, no_verify: bool, quiet: bool) -> None:
     with ProgressBar(desc="checking shards", unit="shard", disable=True if quiet else None) as bar:
         result = run_merge(dst, verify=not no_verify, on_shard=lambda name: bar.update())
     if not quiet:
-        click.echo(format_merge(result))
+        say(format_merge(result))

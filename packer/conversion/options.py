@@ -18,6 +18,7 @@ from packer.format.backends import Backend, get_backend
 from packer.format.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, Codec, get_codec
 from packer.sizes import parse_size
 from packer.source.base import SourceOptions
+from packer.source.limits import DEFAULT_MAX_BYTES, BoundedOptions
 
 __all__ = ["DEFAULT_SHARD_SIZE", "ConversionOptions", "conversion_options", "option_keywords"]
 
@@ -40,6 +41,9 @@ class ConversionOptions:
         check: ``"full"`` decodes every image once, ``"header"`` only opens it, ``"none"``
             trusts the files.
         max_pixels: Images with more pixels are skipped as ``decompression_bomb``.
+        max_bytes: The most bytes of one archive member, table cell or record that are read
+            (held in memory, or spooled), as a number or text such as ``"64MiB"`` (kept as a
+            number of bytes; default 256 MiB); a larger one is skipped as ``too_large``.
         strict: Stop at the first file that cannot be packed instead of skipping it.
         include_hidden: Pack names starting with ``.`` too (ImageFolder does; packer does not).
         allow_empty: Accept class folders without images, as ImageFolder's ``allow_empty``.
@@ -58,7 +62,7 @@ class ConversionOptions:
     Raises:
         UnknownNameError: ``to`` or ``codec`` is not registered, or the codec cannot take
             ``codec_options``.
-        ValueError: ``shard_size``, ``check`` or ``max_pixels`` is out of range.
+        ValueError: ``shard_size``, ``check``, ``max_pixels`` or ``max_bytes`` is out of range.
     """
 
     to: str
@@ -67,6 +71,7 @@ class ConversionOptions:
     codec_options: Mapping[str, Any] = field(default_factory=dict, hash=False)
     check: str = "full"
     max_pixels: int = DEFAULT_MAX_PIXELS
+    max_bytes: int | str = DEFAULT_MAX_BYTES
     strict: bool = False
     include_hidden: bool = False
     allow_empty: bool = False
@@ -92,6 +97,10 @@ class ConversionOptions:
             raise ValueError(f"max_pixels must be positive, not {self.max_pixels}")
         settle = object.__setattr__  # a frozen dataclass normalises its own fields here only
         settle(self, "shard_size", parse_size(self.shard_size))
+        try:
+            settle(self, "max_bytes", parse_size(self.max_bytes))
+        except ValueError as err:
+            raise ValueError(f"max_bytes: {err}") from None
         settle(self, "codec_options", dict(self.codec_options or {}))
         for name in ("root", "classes_file"):
             value = getattr(self, name)
@@ -130,7 +139,8 @@ class ConversionOptions:
         source = dict(recorded.get("source") or {})
         options = cls(to=recorded["backend"], shard_size=recorded["shard_size"], codec=recorded["codec"],
                       codec_options=recorded["codec_params"], check=recorded["check"],
-                      max_pixels=recorded["max_pixels"], strict=strict,
+                      max_pixels=recorded["max_pixels"],
+                      max_bytes=recorded.get("max_bytes", DEFAULT_MAX_BYTES), strict=strict,
                       include_hidden=recorded["include_hidden"], allow_empty=recorded["allow_empty"],
                       is_valid_file=is_valid_file, root=listed.get("root"),
                       path_column=listed.get("path_column"), label_column=listed.get("label_column"),
@@ -142,11 +152,14 @@ class ConversionOptions:
         return options
 
     def recorded(self) -> dict[str, Any]:
-        """The options as recorded in DST's plan (and fingerprinted): equal records, equal bytes."""
+        """The options as recorded in DST's plan (and fingerprinted): equal records, equal bytes.
+        ``max_bytes`` is recorded only when it is not the default, so datasets converted before
+        it existed keep their records and fingerprints."""
         return {
             "backend": self.backend.name, "codec": self.stored_as.name,
             "codec_params": self.stored_as.params(), "check": self.check,
             "max_pixels": self.max_pixels, "shard_size": self.shard_bytes,
+            **({"max_bytes": self.max_bytes} if self.max_bytes != DEFAULT_MAX_BYTES else {}),
             "include_hidden": self.include_hidden, "allow_empty": self.allow_empty,
             "filter": self.scan_filter,
             **({"list": self.list_options} if self.list_options else {}),
@@ -164,13 +177,15 @@ class ConversionOptions:
 
     @property
     def source_options(self) -> SourceOptions:
-        """How to read SRC, for :func:`packer.source.registry.open_source`."""
-        return SourceOptions(format=self.source_format, include_hidden=self.include_hidden,
-                             allow_empty=self.allow_empty, is_valid_file=self.is_valid_file,
-                             root=None if self.root is None else os.fspath(self.root),
-                             path_column=self.path_column, label_column=self.label_column,
-                             classes_file=None if self.classes_file is None else os.fspath(self.classes_file),
-                             label_field=self.label_field, image_column=self.image_column)
+        """How to read SRC, for :func:`packer.source.registry.open_source`, with the
+        ``max_bytes`` bound (:mod:`packer.source.limits`)."""
+        return BoundedOptions(format=self.source_format, include_hidden=self.include_hidden,
+                              allow_empty=self.allow_empty, is_valid_file=self.is_valid_file,
+                              root=None if self.root is None else os.fspath(self.root),
+                              path_column=self.path_column, label_column=self.label_column,
+                              classes_file=None if self.classes_file is None else
+                              os.fspath(self.classes_file), label_field=self.label_field,
+                              image_column=self.image_column, max_bytes=int(self.max_bytes))
 
     def for_source(self, kind: str) -> ConversionOptions:
         """These options with ``source_format`` set to the kind detected (so it is recorded)."""
@@ -187,7 +202,7 @@ class ConversionOptions:
         """The keyword arguments of :func:`packer.convert` that build these options."""
         return {"to": self.to, "shard_size": self.shard_bytes, "codec": self.codec,
                 "codec_options": dict(self.codec_options), "check": self.check,
-                "max_pixels": self.max_pixels, "strict": self.strict,
+                "max_pixels": self.max_pixels, "max_bytes": self.max_bytes, "strict": self.strict,
                 "include_hidden": self.include_hidden, "allow_empty": self.allow_empty,
                 "is_valid_file": self.is_valid_file, **self.list_options,
                 **{k: v for k, v in (("source_format", self.source_format), ("label_field", self.label_field),

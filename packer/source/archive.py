@@ -12,13 +12,15 @@ is one ``pread`` per member (:mod:`packer.source.archivereader`).
 A ``.tar.gz`` is indexed by streaming it once; the first process on a node that reads a member
 then makes a decompressed spool copy, which every worker reads by range
 (:mod:`packer.source.spool`): one more sequential decompression, and disk space for the
-uncompressed archive. For a huge archive, ``gunzip`` it first. :meth:`ArchiveSource.close`
-(called when a conversion ends) deletes the spool; one a killed run left is reused by the next
-run of the same archive, or pruned after some idle days.
+uncompressed archive (less the members over ``max_bytes``, left as holes). For a huge archive,
+``gunzip`` it first. :meth:`ArchiveSource.close` (called when a conversion ends) deletes the
+spool; one a killed run left is reused by the next run of the same archive, or pruned after
+some idle days.
 
-Damage is reported, never fatal: see the skip reasons ``truncated`` and ``corrupt_member`` and
-the scan's notes. A file that is no archive at all is one :class:`SourceError` before anything
-is written.
+Damage is reported, never fatal: see the skip reasons ``truncated``, ``corrupt_member`` (a
+``.tar.gz`` failing its gzip check too) and ``too_large`` (over ``max_bytes``, see
+:mod:`packer.source.limits`) and the scan's notes. A file that is no archive at all is one
+:class:`SourceError` before anything is written.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from packer.errors import SourceError
 from packer.source.archivelayout import TreeLayout, archive_tree, is_image_name
 from packer.source.archivereader import ArchivePart, ArchiveReader
 from packer.source.base import ItemReader, Source, SourceIndex, SourceItem
-from packer.source.members import DIR, FILE, MISSING, NOT_REGULAR, Listing, Member
+from packer.source.limits import DEFAULT_MAX_BYTES, max_bytes_of
+from packer.source.members import DIR, FILE, MISSING, NOT_REGULAR, Listing, Member, bounded_item
 from packer.source.registry import ARCHIVE_SUFFIXES
 from packer.source.spool import remove_spool
 from packer.source.tarindex import Keep, index_tar
@@ -80,9 +83,17 @@ def index_archive(path: str, *, keep: Keep | None = None, nested: bool = True
     return index_tar(path, compressed=fmt == "tar.gz", keep=keep, nested=nested)
 
 
-def listing_part(listing: Listing) -> ArchivePart:
-    """The reader's view of the indexed archive."""
-    return ArchivePart(os.path.abspath(listing.path), listing.size, listing.mtime_ns, listing.compressed)
+def listing_part(listing: Listing, max_bytes: int = DEFAULT_MAX_BYTES) -> ArchivePart:
+    """The reader's view of the indexed archive; for a ``.tar.gz``, its decompressed size and
+    the ranges of members over ``max_bytes``, which its spool leaves as holes."""
+    if not listing.compressed:
+        return ArchivePart(os.path.abspath(listing.path), listing.size, listing.mtime_ns)
+    tars = {name for name, inner in listing.inner.items() if inner.error is None}  # read as tars
+    members = [m for m in listing.members if m.name not in tars]
+    members += [m for inner in listing.inner.values() for m in inner.members]
+    holes = sorted({(m.offset, m.offset + m.size) for m in members if m.kind == FILE and m.size > max_bytes})
+    return ArchivePart(os.path.abspath(listing.path), listing.size, listing.mtime_ns, True, listing.expanded,
+                       tuple(holes))
 
 
 def _refuse_unreadable(members: list[Member], path: str) -> None:
@@ -109,13 +120,14 @@ class ArchiveSource(Source):
 
     def __init__(self, location: str, options: Any) -> None:
         super().__init__(location, options)
+        self.max_bytes = max_bytes_of(options)
         self.scanned: tuple[Listing, TreeLayout] | None = None
 
     def _scanned(self) -> tuple[Listing, TreeLayout]:
         if self.scanned is None:
             listing, _ = index_archive(self.location)
             layout = archive_tree(listing, include_hidden=self.options.include_hidden,
-                                  allow_empty=self.options.allow_empty)
+                                  allow_empty=self.options.allow_empty, max_bytes=self.max_bytes)
             _refuse_unreadable([m for m in listing.members if is_image_name(m.name)], self.location)
             self.scanned = listing, layout
         return self.scanned
@@ -132,8 +144,8 @@ class ArchiveSource(Source):
     def reader(self) -> ItemReader:
         """Reads members by byte range; ``where`` gives ``archive.tar:cat/x.jpg``."""
         listing, layout = self._scanned()
-        return ArchiveReader((listing_part(listing),), self.location, prefix=layout.prefix,
-                             nested=layout.nested)
+        return ArchiveReader((listing_part(listing, self.max_bytes),), self.location, prefix=layout.prefix,
+                             nested=layout.nested, max_bytes=self.max_bytes)
 
     def describe(self) -> str:
         """``a tar of 1000 per-class tars``, ``a zip archive of a tree``, ..."""
@@ -160,10 +172,12 @@ class ArchiveSource(Source):
 
 
 class ArchiveMembers:
-    """An archive as a list file's root (``--root ILSVRC2012_img_val.tar``): files by member path."""
+    """An archive as a list file's root (``--root ILSVRC2012_img_val.tar``): files by member
+    path, those over ``max_bytes`` ``too_large``."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.listing, _ = index_archive(path, nested=False)
+        self.max_bytes = max_bytes
         self.files = {m.name: m for m in self.listing.members if m.kind != DIR}  # the last copy wins
 
     @property
@@ -181,12 +195,13 @@ class ArchiveMembers:
         if member is None:
             return SourceItem(relpath, label, -1, -1, (0, 0, MISSING))
         _refuse_unreadable([member], self.listing.path)
-        status = member.status if member.kind == FILE else NOT_REGULAR
-        return SourceItem(relpath, label, member.size, member.mtime_ns, member.locator(0, status))
+        size, status = bounded_item(member, self.max_bytes, None if member.kind == FILE else NOT_REGULAR)
+        return SourceItem(relpath, label, size, member.mtime_ns, member.locator(0, status))
 
     def reader(self) -> ArchiveReader:
         """Reads the listed members."""
-        return ArchiveReader((listing_part(self.listing),), os.path.abspath(self.listing.path))
+        return ArchiveReader((listing_part(self.listing, self.max_bytes),),
+                             os.path.abspath(self.listing.path), max_bytes=self.max_bytes)
 
     def close(self) -> None:
         """Delete the decompressed spool this node made of a ``.tar.gz`` (if any)."""

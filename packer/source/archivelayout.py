@@ -18,7 +18,8 @@ entries and counts of other and root files:
 
 Departures, each in the scan's notes: links are not followed (a symbolic link or special member
 with an image name is skipped as ``not_a_regular_file``; tar hard links read their target's
-data); a path that occurs twice is taken from its last copy, as extraction does.
+data); a path that occurs twice is taken from its last copy, as extraction does. An image member
+over ``max_bytes`` is skipped as ``too_large`` and counts as ``max_bytes + 1`` bytes in plans.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from dataclasses import dataclass, replace
 from packer.errors import EmptySourceError
 from packer.source.base import ScanReport, SourceIndex, SourceItem
 from packer.source.imagefolder import IMG_EXTENSIONS
-from packer.source.members import DIR, FILE, NOT_REGULAR, Listing, Member
+from packer.source.limits import DEFAULT_MAX_BYTES
+from packer.source.members import DIR, FILE, NOT_REGULAR, Listing, Member, bounded_item
 
 __all__ = ["TreeLayout", "archive_tree", "imagefolder_order", "is_image_name"]
 
@@ -113,8 +115,10 @@ def _class_archives(listing: Listing, members: list[Member], prefix: str, includ
     return tree
 
 
-def archive_tree(listing: Listing, *, include_hidden: bool = False, allow_empty: bool = False) -> TreeLayout:
-    """Lay out ``listing`` as the ImageFolder tree extracting it gives (module docstring).
+def archive_tree(listing: Listing, *, include_hidden: bool = False, allow_empty: bool = False,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> TreeLayout:
+    """Lay out ``listing`` as the ImageFolder tree extracting it gives (module docstring);
+    images over ``max_bytes`` are ``too_large``.
 
     Raises:
         EmptySourceError: no class folder, or a class without images and ``allow_empty`` off.
@@ -168,9 +172,9 @@ def archive_tree(listing: Listing, *, include_hidden: bool = False, allow_empty:
     links = 0
     for relpath in imagefolder_order(images):
         member = images[relpath]
-        status = member.status if member.kind == FILE else NOT_REGULAR
+        size, status = bounded_item(member, max_bytes, None if member.kind == FILE else NOT_REGULAR)
         links += member.kind != FILE
-        items.append(SourceItem(relpath, labels[relpath.split("/", 1)[0]], member.size, member.mtime_ns,
+        items.append(SourceItem(relpath, labels[relpath.split("/", 1)[0]], size, member.mtime_ns,
                                 member.locator(0, status)))
     if links:
         notes.append(f"{links} member(s) with image names are symbolic links or special files: packer "

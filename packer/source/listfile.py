@@ -43,6 +43,7 @@ from typing import Any, ClassVar, Final
 from packer.errors import SourceError, SourceNotFoundError, UnsafeKeyError
 from packer.keys import check_key, check_name
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem
+from packer.source.limits import DEFAULT_MAX_BYTES, max_bytes_of
 
 __all__ = ["LABEL_COLUMNS", "LIST_FORMATS", "PATH_COLUMNS", "ListFileSource", "ListSource", "list_format",
            "scan_listfile"]
@@ -214,11 +215,13 @@ def _classes(listfile: str, rows: list[tuple[int, str, Any, dict[str, Any]]], fm
 
 def scan_listfile(listfile: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None,
                   path_column: str | None = None, label_column: str | None = None,
-                  classes_file: str | os.PathLike[str] | None = None) -> ListSource:
+                  classes_file: str | os.PathLike[str] | None = None,
+                  max_bytes: int = DEFAULT_MAX_BYTES) -> ListSource:
     """Read the list ``listfile`` (paths relative to ``root``, default: the list's directory).
 
     Nothing is opened but the list (and ``classes_file``); each listed file is only stat'ed.
-    A root that is an archive file has its member headers read instead (see the module docstring).
+    A root that is an archive file has its member headers read instead (see the module docstring),
+    and its members are read within ``max_bytes`` each (:mod:`packer.source.limits`).
 
     Raises:
         SourceNotFoundError: the list, the root or the classes file cannot be read.
@@ -232,7 +235,7 @@ def scan_listfile(listfile: str | os.PathLike[str], *, root: str | os.PathLike[s
     archive = None
     if root is not None and _is_archive(top):
         from packer.source.archive import ArchiveMembers
-        archive = ArchiveMembers(top)
+        archive = ArchiveMembers(top, max_bytes=max_bytes)
     elif not os.path.isdir(top):
         raise SourceNotFoundError(f"The root {top!r} of list {path!r} is not a directory or an archive: "
                                   "give root=, the folder (or .tar, .tar.gz, .zip) the listed paths "
@@ -311,7 +314,8 @@ class ListFileSource(Source):
             options = self.options
             self.listed = scan_listfile(self.location, root=options.root, path_column=options.path_column,
                                         label_column=options.label_column,
-                                        classes_file=options.classes_file)
+                                        classes_file=options.classes_file,
+                                        max_bytes=max_bytes_of(options))
         return self.listed
 
     def describe(self) -> str:

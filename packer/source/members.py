@@ -3,7 +3,9 @@
 A :class:`Member` is a tar or zip member as its header describes it: a clean POSIX path, what
 kind of entry it is, where its bytes lie (a tar member's data offset; a zip member's local
 header offset, its stored size, compression method and CRC-32), its size and modification time,
-and whether the archive's damage cut it (:data:`TRUNCATED`, :data:`CORRUPT`). A
+and whether the archive's damage cut it (:data:`TRUNCATED`, :data:`CORRUPT`). A size is what
+the header claims, cut to what the archive holds where that is known (a tar's); an item over
+the ``max_bytes`` bound is :data:`TOO_LARGE` (:func:`bounded_item`). A
 :class:`Listing` is a whole archive's members plus one-sentence notes on what was odd about it.
 The same records serve every archive-backed source (a tree in an archive, a list file's archive
 root, WebDataset shards); their readers turn a member into a :class:`SourceItem` locator.
@@ -21,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 __all__ = ["CORRUPT", "DIR", "FILE", "LINK", "MISSING", "MISSING_IMAGE", "MISSING_LABEL", "NOT_REGULAR",
-           "OK", "SPECIAL", "STATUS_REASONS", "TAR_DATA", "TRUNCATED", "Inner", "Listing", "Member",
-           "clean_name", "zip_time_ns"]
+           "OK", "SPECIAL", "STATUS_REASONS", "TAR_DATA", "TOO_LARGE", "TRUNCATED", "Inner", "Listing",
+           "Member", "bounded_item", "clean_name", "unsafe_note", "zip_time_ns"]
 
 #: Member kinds.
 FILE: Final = "file"
@@ -38,10 +40,12 @@ NOT_REGULAR: Final = 3
 MISSING: Final = 4
 MISSING_IMAGE: Final = 5
 MISSING_LABEL: Final = 6
+TOO_LARGE: Final = 7
 #: Each status's skip reason (``SKIP_REASONS``).
 STATUS_REASONS: Final[Mapping[int, str]] = {
     TRUNCATED: "truncated", CORRUPT: "corrupt_member", NOT_REGULAR: "not_a_regular_file",
     MISSING: "missing", MISSING_IMAGE: "missing_image", MISSING_LABEL: "missing_label",
+    TOO_LARGE: "too_large",
 }
 
 #: ``Member.method`` of tar data (stored as is); zip members carry their compression method.
@@ -88,7 +92,8 @@ class Listing:
 
     ``size`` and ``mtime_ns`` are the archive file's own, when indexed: a reader refuses an
     archive that changed since. ``inner`` holds the listings of members that are tars
-    themselves (top-level ``.tar`` members only), by member name.
+    themselves (top-level ``.tar`` members only), by member name. ``expanded`` is how many
+    bytes a ``.tar.gz``'s stream decompresses to (as far as it decompresses), -1 for others.
     """
 
     path: str
@@ -98,6 +103,7 @@ class Listing:
     members: tuple[Member, ...]
     notes: tuple[str, ...] = ()
     inner: Mapping[str, Inner] = field(default_factory=dict)
+    expanded: int = -1
 
     @property
     def compressed(self) -> bool:
@@ -112,6 +118,21 @@ def clean_name(name: str) -> str | None:
     if ".." in parts:
         return None
     return "/".join(parts)
+
+
+def bounded_item(member: Member, max_bytes: int, status: int | None = None) -> tuple[int, int]:
+    """The size and status of ``member`` as an item (``status`` given: instead of its own):
+    over ``max_bytes`` it is :data:`TOO_LARGE` (unless already skipped for another reason) and
+    counts as ``max_bytes + 1`` bytes, so that no claim sizes a plan or a map."""
+    state = member.status if status is None else status
+    if member.size <= max_bytes:
+        return member.size, state
+    return max_bytes + 1, state or TOO_LARGE
+
+
+def unsafe_note(label: str, count: int) -> str:
+    """The note on ``count`` members named outside the archive (``..``), ignored; tar and zip alike."""
+    return f"{label}: {count} member(s) named outside the archive (with '..') were ignored."
 
 
 def zip_time_ns(date_time: tuple[int, int, int, int, int, int]) -> int:

@@ -14,10 +14,12 @@ when every row has one, all relative and different; else ``<file>/<row:08d><suff
 (``<file>``: the file's path below the files' common folder, without ``.parquet``).
 
 A row that cannot be a sample is still an item, listed as skipped when the conversion reaches it:
-a null image ``missing_image``, empty bytes ``empty_file``, a null label, a negative one (how
-Hugging Face marks unlabelled rows), one outside the ClassLabel names or an unknown name
-``missing_label``. Such items carry label 0, never used (a skipped item has no target), and an
-identity marked by the reason, so a row that gets its label later is a changed input.
+a null image ``missing_image``, empty bytes ``empty_file``, more bytes than ``max_bytes``
+``too_large`` (told from the column's offsets: the cell is never copied; it counts as
+``max_bytes + 1`` bytes in plans), a null label, a negative one (how Hugging Face marks
+unlabelled rows), one outside the ClassLabel names or an unknown name ``missing_label``. Such
+items carry label 0, never used (a skipped item has no target), and an identity marked by the
+reason, so a row that gets its label later is a changed input.
 """
 
 from __future__ import annotations
@@ -34,12 +36,14 @@ import pyarrow.parquet as pq
 
 from packer.errors import EmptySourceError, SourceError, SourceNotFoundError
 from packer.source.base import ScanReport, Source, SourceIndex, SourceItem, SourceOptions
+from packer.source.limits import DEFAULT_MAX_BYTES, max_bytes_of
 from packer.source.parquet_read import ParquetReader, digest_of, open_table
 from packer.source.parquet_schema import (
     EMPTY,
     LABEL_CODES,
     MISSING_IMAGE,
     OK,
+    TOO_LARGE,
     TableLayout,
     image_suffix,
     json_value,
@@ -89,7 +93,7 @@ class _Rows:
     locators: list[tuple[int, int, int, int]] = field(default_factory=list)  # file, group, row, row in file
     sizes: list[int] = field(default_factory=list)
     digests: list[int] = field(default_factory=list)
-    images: list[int] = field(default_factory=list)  # OK, MISSING_IMAGE or EMPTY
+    images: list[int] = field(default_factory=list)  # OK, MISSING_IMAGE, EMPTY or TOO_LARGE
     suffixes: list[str] = field(default_factory=list)
     paths: list[str | None] = field(default_factory=list)
     labels: list[Any] = field(default_factory=list)
@@ -97,8 +101,9 @@ class _Rows:
     cut_texts: dict[str, int] = field(default_factory=dict)
 
 
-def _scan_file(number: int, path: str, handle: pq.ParquetFile, layout: TableLayout, rows: _Rows) -> None:
-    """Append the rows of one file, a batch at a time."""
+def _scan_file(number: int, path: str, handle: pq.ParquetFile, layout: TableLayout, rows: _Rows,
+               max_bytes: int) -> None:
+    """Append the rows of one file, a batch at a time (images over ``max_bytes``: ``TOO_LARGE``)."""
     columns = [layout.image_column, layout.label_column, *layout.metadata_columns]
     row_in_file = 0
     for group in range(handle.metadata.num_row_groups):
@@ -117,7 +122,7 @@ def _scan_file(number: int, path: str, handle: pq.ParquetFile, layout: TableLayo
                 if layout.has_path:
                     paths = parts["path"].to_pylist()
                 image = parts["bytes"]
-            _add_images(image, rows)
+            _add_images(image, rows, max_bytes)
             label = batch.column(layout.label_column)
             if pa.types.is_dictionary(label.type):
                 label = label.dictionary_decode()
@@ -130,8 +135,9 @@ def _scan_file(number: int, path: str, handle: pq.ParquetFile, layout: TableLayo
                 row_in_file += 1
 
 
-def _add_images(column: pa.Array, rows: _Rows) -> None:
-    """Sizes, digests and suffixes of a batch's image bytes, hashed in place (no copy)."""
+def _add_images(column: pa.Array, rows: _Rows, max_bytes: int) -> None:
+    """Sizes, digests and suffixes of a batch's image bytes, hashed in place (no copy); sizes
+    from the offsets, so a cell over ``max_bytes`` is told without copying it."""
     if not pa.types.is_large_binary(column.type) and not pa.types.is_binary(column.type):
         column = column.cast(pa.large_binary())
     wide = pa.types.is_large_binary(column.type)
@@ -145,7 +151,8 @@ def _add_images(column: pa.Array, rows: _Rows) -> None:
         value = data[start:stop]
         rows.sizes.append(0 if nulls[i] else stop - start)
         rows.digests.append(-1 if nulls[i] else digest_of(value))
-        rows.images.append(MISSING_IMAGE if nulls[i] else EMPTY if stop == start else OK)
+        rows.images.append(MISSING_IMAGE if nulls[i] else EMPTY if stop == start else
+                           TOO_LARGE if stop - start > max_bytes else OK)
         rows.suffixes.append("" if nulls[i] else image_suffix(value))
 
 
@@ -198,9 +205,10 @@ def _with_image_paths(rows: _Rows) -> list[str]:
     return [json.dumps(r, sort_keys=True, ensure_ascii=False) for r in records]
 
 
-def scan_parquet(files: list[str], *, image_column: str | None, label_column: str | None
-                 ) -> tuple[SourceIndex, TableLayout]:
-    """Index the rows of ``files`` (see the module docstring); reads no image twice.
+def scan_parquet(files: list[str], *, image_column: str | None, label_column: str | None,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[SourceIndex, TableLayout]:
+    """Index the rows of ``files`` (see the module docstring); reads no image twice, and an
+    image over ``max_bytes`` is ``too_large``.
 
     Raises:
         SourceError: a file that is not Parquet, lacks the columns or disagrees with the first
@@ -219,7 +227,7 @@ def scan_parquet(files: list[str], *, image_column: str | None, label_column: st
             elif (why := layout.differs(mine)) is not None:
                 raise SourceError(f"The Parquet file {path!r} does not match {files[0]!r}: {why}. Convert "
                                   "files of one table together (nothing was written).")
-            _scan_file(number, path, handle, mine, rows)
+            _scan_file(number, path, handle, mine, rows, max_bytes)
         finally:
             handle.close()
     named = repr(files[0]) if len(files) == 1 else f"({len(files)} files: {files[0]!r}, ...)"
@@ -248,8 +256,10 @@ def scan_parquet(files: list[str], *, image_column: str | None, label_column: st
         digest = rows.digests[i]
         if code in LABEL_CODES:
             digest = digest_of(b"%d|%d|%d" % (code, target, digest))
-        items.append(SourceItem(relpath, target if code == OK else 0, rows.sizes[i], digest,
-                                (*rows.locators[i], code, target if code in LABEL_CODES else 0)))
+        value = target if code in LABEL_CODES else rows.sizes[i] if code == TOO_LARGE else 0
+        size = min(rows.sizes[i], max_bytes + 1)  # a plan never counts more than the bound
+        items.append(SourceItem(relpath, target if code == OK else 0, size, digest,
+                                (*rows.locators[i], code, value)))
     index = SourceIndex(os.path.commonpath(files) if len(files) > 1 else files[0], classes, tuple(items),
                         ScanReport(notes=tuple(notes)), metadata=tuple(metadata),
                         metadata_columns=tuple(metadata_columns))
@@ -265,12 +275,13 @@ class ParquetSource(Source):
     def __init__(self, location: str, options: SourceOptions) -> None:
         super().__init__(location, options)
         self.files = parquet_files(location)
+        self.max_bytes = max_bytes_of(options)
         self._scanned: tuple[SourceIndex, TableLayout] | None = None
 
     def _scan(self) -> tuple[SourceIndex, TableLayout]:
         if self._scanned is None:
             self._scanned = scan_parquet(self.files, image_column=self.options.image_column,
-                                         label_column=self.options.label_column)
+                                         label_column=self.options.label_column, max_bytes=self.max_bytes)
         return self._scanned
 
     def scan(self) -> SourceIndex:
@@ -280,7 +291,8 @@ class ParquetSource(Source):
     def reader(self) -> ParquetReader:
         """Reads rows' image bytes, a row group at a time per process."""
         layout = self._scan()[1]
-        return ParquetReader(tuple(self.files), layout.image_leaf, layout.image_column)
+        return ParquetReader(tuple(self.files), layout.image_leaf, layout.image_column,
+                             max_bytes=self.max_bytes)
 
     def describe(self) -> str:
         """``Parquet tables (3 files)``."""

@@ -5,7 +5,8 @@ that reads, it opens one file at a time and decodes one row group's image column
 kept until a row of another group is asked for: a shard's items are rows in order, so each row
 group is decoded once per process, and memory holds one row group per process. Every read checks
 the row's byte count and digest against the scan's, so a table rewritten under the conversion
-is an error, never a wrong image.
+is an error, never a wrong image; the count is checked from the column's offsets before the
+cell is copied out of Arrow's memory, so no cell over ``max_bytes`` is ever copied.
 """
 
 from __future__ import annotations
@@ -16,15 +17,25 @@ import threading
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from packer.errors import SourceError
+from packer.sizes import format_size
 from packer.source.base import ItemReader, SourceItem
-from packer.source.parquet_schema import EMPTY, MISSING_IMAGE, NEGATIVE, NO_LABEL, OUT_OF_RANGE, UNKNOWN_NAME
+from packer.source.limits import DEFAULT_MAX_BYTES
+from packer.source.parquet_schema import (
+    EMPTY,
+    MISSING_IMAGE,
+    NEGATIVE,
+    NO_LABEL,
+    OUT_OF_RANGE,
+    TOO_LARGE,
+    UNKNOWN_NAME,
+)
 from packer.source.sourcefile import UnpackableFile
 
 __all__ = ["ParquetReader", "digest_of", "open_table"]
-
 
 
 def digest_of(data: bytes | memoryview) -> int:
@@ -46,7 +57,7 @@ def open_table(path: str) -> pq.ParquetFile:
                           "kind of source with source_format=. Nothing was written.") from None
 
 
-def _skip(item: SourceItem, where: str) -> UnpackableFile:
+def _skip(item: SourceItem, where: str, max_bytes: int) -> UnpackableFile:
     """The reason the row behind ``item`` is skipped, from its locator."""
     code, value = item.locator[4], item.locator[5]
     reasons = {
@@ -57,6 +68,8 @@ def _skip(item: SourceItem, where: str) -> UnpackableFile:
         NEGATIVE: ("missing_label", f"the label is {value} (negative: an unlabelled row)"),
         OUT_OF_RANGE: ("missing_label", f"the label {value} is not one of the table's ClassLabel names"),
         UNKNOWN_NAME: ("missing_label", "the label is not one of the table's ClassLabel names"),
+        TOO_LARGE: ("too_large", f"the image has {value} bytes, over max_bytes ({format_size(max_bytes)}): "
+                                 "raise max_bytes to pack it"),
     }
     reason, detail = reasons[code]
     return UnpackableFile(reason, f"row {item.locator[3]} of {where}: {detail}")
@@ -64,12 +77,14 @@ def _skip(item: SourceItem, where: str) -> UnpackableFile:
 
 class ParquetReader(ItemReader):
     """Reads rows' image bytes from ``files`` (column path ``leaf``: ``image.bytes`` or a binary
-    column ``column``); see the module docstring."""
+    column ``column``), none over ``max_bytes``; see the module docstring."""
 
-    def __init__(self, files: tuple[str, ...], leaf: str, column: str) -> None:
+    def __init__(self, files: tuple[str, ...], leaf: str, column: str, *,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.files = files
         self.leaf = leaf
         self.column = column
+        self.max_bytes = max_bytes
         self._reset()
 
     def _reset(self) -> None:
@@ -79,10 +94,10 @@ class ParquetReader(ItemReader):
         self._group: tuple[int, int, pa.Array] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"files": self.files, "leaf": self.leaf, "column": self.column}
+        return {"files": self.files, "leaf": self.leaf, "column": self.column, "max_bytes": self.max_bytes}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update({"max_bytes": DEFAULT_MAX_BYTES, **state})
         self._reset()
 
     def __eq__(self, other: object) -> bool:
@@ -120,21 +135,29 @@ class ParquetReader(ItemReader):
         """The row's image bytes; see :meth:`ItemReader.read`."""
         number, group, row = item.locator[:3]
         if item.locator[4] != 0:
-            raise _skip(item, self.files[number])
+            raise _skip(item, self.files[number], self.max_bytes)
         if self._pid != os.getpid():  # a forked child never uses its parent's handle (or lock)
             self._reset()
         with self._lock:
             column = self._column(number, group)
-        if row >= len(column) or not column[row].is_valid:
-            data = b""
-        else:
-            data = column[row].as_py()
-        if len(data) != item.size or digest_of(data) != item.mtime_ns:
-            raise SourceError(f"Row {item.locator[3]} of {self.files[number]!r} changed during the "
-                              "conversion (its image bytes differ from the scan's): convert again with "
-                              "overwrite=True.")
+        cell = column[row] if row < len(column) else None
+        if cell is None or not cell.is_valid:
+            raise self._changed(item, number)
+        length = pc.binary_length(cell).as_py()  # from the offsets: nothing copied yet
+        if length != item.size or length > self.max_bytes:
+            raise self._changed(item, number)
+        data = cell.as_py()
+        if digest_of(data) != item.mtime_ns:
+            raise self._changed(item, number)
         return bytes(data)
+
+    def _changed(self, item: SourceItem, number: int) -> SourceError:
+        return SourceError(f"Row {item.locator[3]} of {self.files[number]!r} changed during the "
+                           "conversion (its image bytes differ from the scan's): convert again with "
+                           "overwrite=True.")
 
     def known_skip(self, item: SourceItem) -> str | None:
         """The reason a row without a usable label or image is skipped (None for the rest)."""
-        return _skip(item, self.files[item.locator[0]]).reason if item.locator[4] != 0 else None
+        if item.locator[4] == 0:
+            return None
+        return _skip(item, self.files[item.locator[0]], self.max_bytes).reason

@@ -24,7 +24,8 @@ from packer.errors import SourceError
 
 __all__ = ["EMPTY", "IMAGE_COLUMNS", "LABEL_CODES", "LABEL_COLUMNS", "MAX_NUMBERED_CLASSES",
            "METADATA_TEXT_LIMIT", "MISSING_IMAGE", "NEGATIVE", "NO_LABEL", "OK", "OUT_OF_RANGE",
-           "UNKNOWN_NAME", "TableLayout", "image_suffix", "json_value", "label_targets", "table_layout"]
+           "TOO_LARGE", "UNKNOWN_NAME", "TableLayout", "image_suffix", "json_value", "label_targets",
+           "table_layout"]
 
 #: Column names tried, in order, for the images and for the labels.
 IMAGE_COLUMNS: Final = ("image", "img", "jpg", "png", "picture")
@@ -42,6 +43,7 @@ NO_LABEL: Final = 3
 NEGATIVE: Final = 4
 OUT_OF_RANGE: Final = 5
 UNKNOWN_NAME: Final = 6
+TOO_LARGE: Final = 7  # the image's bytes are over max_bytes
 #: The codes that concern the label (the image itself may be fine).
 LABEL_CODES: Final = frozenset({NO_LABEL, NEGATIVE, OUT_OF_RANGE, UNKNOWN_NAME})
 

@@ -16,6 +16,9 @@ The reason codes are part of the manifest format (``skipped[].reason``):
                       CRC, a compressed stream that does not decompress)
 ``missing_label``     a WebDataset sample or table row without a usable label
 ``missing_image``     a WebDataset sample (or row) without an image
+``too_large``         an archive member, table cell or record over the ``max_bytes`` bound
+                      (``--max-bytes``, default 256 MiB): never read whole, so a small
+                      archive that expands to gigabytes costs no more than the bound
 ===================== =======================================================================
 """
 
@@ -31,7 +34,7 @@ __all__ = ["SKIP_REASONS", "UnpackableFile", "read_source"]
 SKIP_REASONS: Final[tuple[str, ...]] = (
     "empty_file", "broken_symlink", "permission_denied", "not_a_regular_file",
     "not_an_image", "truncated", "decompression_bomb", "decode_error", "missing",
-    "corrupt_member", "missing_label", "missing_image",
+    "corrupt_member", "missing_label", "missing_image", "too_large",
 )
 
 

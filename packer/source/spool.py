@@ -5,11 +5,16 @@ compressed archive decompresses it once, sequentially, into a spool file in a no
 directory (``$PACKER_SPOOL_DIR``, default ``<tempdir>/packer-spool-<uid>``); every other
 process and worker on the node waits for it (an exclusive ``flock``) and then ``pread``s it.
 The cost is one more sequential decompression and disk space for the uncompressed archive:
-for a huge archive, ``gunzip`` it once and convert the ``.tar``.
+for a huge archive, ``gunzip`` it once and convert the ``.tar``. Members nobody reads (those over
+``max_bytes``) are left as holes, so a small archive that expands to gigabytes of one member
+takes no disk. Before writing, the free space is checked against what will be written (the
+decompressed size the scan found, less the holes; for an archive not scanned so, the gzip
+trailer's size as a first estimate, checked again as the copy grows), so a full disk is one
+clear error naming the archive and the space needed, not a half-written spool.
 
-Spools are named by the archive's path, size and modification time, written under a
-temporary name and renamed into place, so a spool that exists is complete and belongs to
-that version of the archive. They do not accumulate: a conversion deletes the spool it made
+Spools are named by the archive's path, size and modification time (and its holes), written
+under a temporary name and renamed into place, so a spool that exists is complete and belongs
+to that version of the archive. They do not accumulate: a conversion deletes the spool it made
 when it ends (``Source.close()``, :func:`remove_spool`), and making a spool deletes the spools
 of older versions of the same archive and any spool unused for :data:`MAX_IDLE_SECONDS` (what a
 killed run, or an array task on another node, left behind).
@@ -17,6 +22,7 @@ killed run, or an array task on another node, left behind).
 
 from __future__ import annotations
 
+import bisect
 import fcntl
 import gzip
 import hashlib
@@ -25,9 +31,12 @@ import shutil
 import tempfile
 import time
 import zlib
-from typing import Final
+from collections.abc import Sequence
+from typing import IO, Final
 
 from packer.errors import SourceError
+from packer.sizes import format_size
+from packer.source.gunzip import GzipStream
 
 __all__ = ["MAX_IDLE_SECONDS", "SPOOL_ENV", "ensure_spool", "remove_spool", "spool_dir", "spool_path"]
 
@@ -36,6 +45,9 @@ SPOOL_ENV: Final = "PACKER_SPOOL_DIR"
 #: A spool nobody opened for this long is deleted when another spool is made.
 MAX_IDLE_SECONDS: Final = 3 * 24 * 3600
 _CHUNK: Final = 1 << 20
+_RECHECK: Final = 64 << 20  # an estimate outgrown: free space is checked again for this much more
+#: Decompressed byte ranges ``(start, stop)`` left as holes, sorted and apart.
+Holes = Sequence[tuple[int, int]]
 
 
 def spool_dir() -> str:
@@ -47,23 +59,31 @@ def _archive_key(path: str) -> str:
     return hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()[:20]
 
 
-def spool_path(path: str, size: int, mtime_ns: int) -> str:
-    """The spool of the archive ``path`` as it was (``size`` bytes, modified at ``mtime_ns``)."""
-    version = hashlib.sha256(f"{size}:{mtime_ns}".encode()).hexdigest()[:12]
-    return os.path.join(spool_dir(), f"{_archive_key(path)}-{version}.tar")
+def _version(size: int, mtime_ns: int) -> str:
+    return hashlib.sha256(f"{size}:{mtime_ns}".encode()).hexdigest()[:12]
 
 
-def ensure_spool(path: str, size: int, mtime_ns: int) -> str:
+def spool_path(path: str, size: int, mtime_ns: int, holes: Holes = ()) -> str:
+    """The spool of the archive ``path`` as it was (``size`` bytes, modified at ``mtime_ns``),
+    with ``holes`` left out: a spool with other holes is another file, never reused for it."""
+    extent = "-" + hashlib.sha256(repr(tuple(holes)).encode()).hexdigest()[:8] if holes else ""
+    return os.path.join(spool_dir(), f"{_archive_key(path)}-{_version(size, mtime_ns)}{extent}.tar")
+
+
+def ensure_spool(path: str, size: int, mtime_ns: int, *, expanded: int = -1, holes: Holes = ()) -> str:
     """The spool of ``path``, made now (under the node-wide lock) if no process made it yet.
 
-    A damaged gzip stream is decompressed as far as it goes; the scan already reported where it
-    fails, and members past that point are never read.
+    ``expanded`` is how many bytes the archive decompresses to, as its scan found (-1: not
+    known), ``holes`` the decompressed ranges nobody reads, left out. A damaged gzip stream is
+    decompressed as far as it goes; the scan already reported where it fails, and members past
+    that point are never read.
 
     Raises:
-        SourceError: the spool cannot be written (no space, no permission); the message names
-            the directory, :data:`SPOOL_ENV` and ``gunzip`` as ways out.
+        SourceError: the spool needs more space than is free, or cannot be written (no space,
+            no permission); the message names the archive, the directory, the space needed,
+            :data:`SPOOL_ENV` and ``gunzip`` as ways out.
     """
-    final = spool_path(path, size, mtime_ns)
+    final = spool_path(path, size, mtime_ns, holes)
     if _touch(final):
         return final
     folder = os.path.dirname(final)
@@ -75,7 +95,7 @@ def ensure_spool(path: str, size: int, mtime_ns: int) -> str:
                 if _touch(final):
                     return final
                 _prune(folder, _archive_key(path), keep=final)
-                _decompress(path, final)
+                _decompress(path, final, expanded, holes)
             finally:
                 if os.path.exists(final):
                     _unlink(final + ".lock")
@@ -87,14 +107,16 @@ def ensure_spool(path: str, size: int, mtime_ns: int) -> str:
     return final
 
 
-def _decompress(path: str, final: str) -> None:
+def _decompress(path: str, final: str, expanded: int, holes: Holes) -> None:
     temporary = f"{final}.{os.getpid()}.tmp"
+    folder = os.path.dirname(final)
     try:
-        with open(path, "rb") as source, gzip.GzipFile(fileobj=source, mode="rb") as stream, \
-                open(temporary, "wb") as target:
-            free = shutil.disk_usage(os.path.dirname(final)).free
-            if free < os.fstat(source.fileno()).st_size:
-                raise OSError(28, f"only {free} bytes free")
+        with open(path, "rb") as source, open(temporary, "wb") as target:
+            total = _expected(source) if expanded < 0 else expanded
+            left_out = sum(min(stop, total) - start for start, stop in holes if start < total)
+            checked = _check_space(path, folder, max(0, total - left_out))
+            stream = GzipStream(source)
+            position = written = 0
             while True:
                 try:
                     chunk = stream.read1(_CHUNK)
@@ -102,10 +124,57 @@ def _decompress(path: str, final: str) -> None:
                     break  # damaged: keep what decompressed; the scan noted it
                 if not chunk:
                     break
-                target.write(chunk)
+                count = _write(target, chunk, position, holes)
+                position, written = position + len(chunk), written + count
+                if written > checked:  # outgrew the estimate: check again before writing on
+                    checked = written + _check_space(path, folder, _RECHECK)
+            target.truncate(position)  # a hole at the end still counts for the offsets
         os.replace(temporary, final)
     finally:
         _unlink(temporary)
+
+
+def _expected(source: IO[bytes]) -> int:
+    """A first estimate of an unscanned archive's decompressed size: the last gzip member's
+    ISIZE trailer (its size modulo 2**32), or the file's own size if that is more."""
+    size = os.fstat(source.fileno()).st_size
+    trailer = os.pread(source.fileno(), 4, max(0, size - 4))
+    return max(size, int.from_bytes(trailer, "little") if len(trailer) == 4 else 0)
+
+
+def _check_space(path: str, folder: str, needed: int) -> int:
+    """``needed`` when that much is free in ``folder``.
+
+    Raises:
+        SourceError: less is free; the message names the archive and the space needed.
+    """
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise SourceError(f"Cannot make the decompressed copy of {path!r} in {folder!r}: it needs "
+                          f"{format_size(needed)} and {format_size(free)} is free there. Free space "
+                          f"there, point {SPOOL_ENV} at a larger local disk, or gunzip the archive and "
+                          "convert the .tar.")
+    return needed
+
+
+def _write(target: IO[bytes], chunk: bytes, position: int, holes: Holes) -> int:
+    """Write ``chunk``, which belongs at ``position``, except where it falls in ``holes``;
+    return how many bytes were written."""
+    end, cursor, count = position + len(chunk), position, 0
+    first = bisect.bisect_right(holes, (position, position)) - 1
+    for start, stop in holes[max(0, first):]:
+        if start >= end:
+            break
+        if stop <= cursor:
+            continue
+        if start > cursor:
+            target.seek(cursor)
+            count += target.write(chunk[cursor - position:start - position])
+        cursor = min(stop, end)
+    if cursor < end:
+        target.seek(cursor)
+        count += target.write(chunk[cursor - position:])
+    return count
 
 
 def _touch(path: str) -> bool:
@@ -142,8 +211,15 @@ def _prune(folder: str, archive: str, *, keep: str) -> None:
 
 
 def remove_spool(path: str, size: int, mtime_ns: int) -> bool:
-    """Delete the spool of ``path`` (that version of it) on this node; True if there was one."""
-    final = spool_path(path, size, mtime_ns)
-    existed = os.path.exists(final)
-    _unlink(final)
-    return existed
+    """Delete the spools of ``path`` (that version of it, whatever their holes) on this node;
+    True if there was one."""
+    stem = os.path.basename(spool_path(path, size, mtime_ns))[:-len(".tar")]
+    try:
+        with os.scandir(spool_dir()) as entries:
+            found = [e.path for e in entries if e.name.endswith(".tar") and
+                     (e.name == stem + ".tar" or e.name.startswith(stem + "-"))]
+    except FileNotFoundError:
+        return False
+    for spool in found:
+        _unlink(spool)
+    return bool(found)

@@ -11,15 +11,18 @@ too, in the same pass, with absolute offsets: that is how a tar of per-class tar
 ``ILSVRC2012_img_train.tar``) is read with one ``pread`` per image.
 
 Damage never loses what comes before it. A member whose data runs past the end of the archive
-(a truncated download) gets status ``TRUNCATED``; a gzip stream that fails (bad data, bad CRC)
-marks the member it was in as ``CORRUPT``; a header that is neither a member nor the end
-marker stops the walk. Each case adds one note naming where the archive ends and why.
+(a truncated download, or a header claiming more than the archive holds) gets status
+``TRUNCATED`` and its size cut to what the archive holds, so no claim sizes a plan; a gzip
+stream that cannot be decompressed (bad data) marks the member it was in as ``CORRUPT``; a
+gzip member whose CRC-32 or length check fails (:mod:`packer.source.gunzip`) marks every member
+its data covers as ``CORRUPT``, which is why a ``.tar.gz`` is decompressed to its very end; a
+header that is neither a member nor the end marker stops the walk. Each case adds one note
+naming where the archive ends and why.
 """
 
 from __future__ import annotations
 
 import decimal
-import gzip
 import io
 import os
 import tarfile
@@ -29,6 +32,7 @@ from dataclasses import replace
 from typing import IO, Any, Final
 
 from packer.errors import SourceError
+from packer.source.gunzip import GzipStream
 from packer.source.members import (
     CORRUPT,
     DIR,
@@ -40,14 +44,16 @@ from packer.source.members import (
     Listing,
     Member,
     clean_name,
+    unsafe_note,
 )
+from packer.source.targzip import STREAM_DAMAGE, GzipTail, finish_stream
 
 __all__ = ["index_tar"]
 
 _BLOCK: Final = tarfile.BLOCKSIZE
-_WINDOW: Final = 1 << 16  # how much of a stream is kept to look at the header a walk stopped on
+_SKIP: Final = 1 << 20  # a stream skips a member's data this much at a time
 #: What a damaged archive makes tarfile (or the gzip stream under it) raise.
-_DAMAGE: Final = (tarfile.TarError, EOFError, zlib.error, OSError)
+_DAMAGE: Final = (tarfile.TarError, *STREAM_DAMAGE)
 #: Called with a member's name and size: whether to keep its bytes (WebDataset's small text).
 Keep = Callable[[str, int], bool]
 
@@ -82,45 +88,6 @@ class _Slice(io.RawIOBase):
 
     def tell(self) -> int:
         return self.position
-
-
-class _Tail:
-    """A gzip stream as tarfile reads it: counts what it delivered, keeps its last bytes (to
-    look at the header a walk stopped on) and remembers the failure that ended it. After a
-    failure it reads as the end of the data, so every byte before it is still used (tarfile
-    would drop what it buffered if a read raised)."""
-
-    def __init__(self, raw: gzip.GzipFile) -> None:
-        self.raw = raw
-        self.delivered = 0
-        self.window = bytearray()
-        self.failure: BaseException | None = None
-
-    def read(self, size: int = -1) -> bytes:
-        chunks: list[bytes] = []
-        got = 0
-        while self.failure is None and (size < 0 or got < size):
-            try:
-                chunk = self.raw.read1(size - got if size > 0 else 1 << 20)
-            except (EOFError, OSError, zlib.error) as err:
-                self.failure = err
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-        data = b"".join(chunks)
-        self.delivered += len(data)
-        self.window += data
-        if len(self.window) > 2 * _WINDOW:
-            del self.window[:-_WINDOW]
-        return data
-
-    def block_at(self, position: int) -> bytes:
-        start = self.delivered - len(self.window)
-        if position < start:
-            return b"\0" * _BLOCK  # long gone: unknown, taken as the end marker
-        return bytes(self.window[position - start: position - start + _BLOCK])
 
 
 def _mtime_ns(info: tarfile.TarInfo) -> int:
@@ -168,6 +135,12 @@ class _Walk:
         self._finish(error)
 
     def _take(self, info: tarfile.TarInfo) -> None:
+        self._add(info)
+        self._skip_data()
+
+    def _add(self, info: tarfile.TarInfo) -> None:
+        if info.size < 0:  # base-256 sizes can be negative: tarfile would walk backwards
+            raise tarfile.HeaderError(f"member {info.name!r} claims {info.size} bytes")
         name = clean_name(info.name)
         if name is None:
             self.unsafe += 1
@@ -198,16 +171,29 @@ class _Walk:
         if self.inner is not None and name.lower().endswith(".tar") and name.count("/") <= 1:
             self.inner[name] = _inner(self, member)
 
+    def _skip_data(self) -> None:
+        """Move past the member just taken, never past the archive's end: tarfile seeks a file
+        (and a claimed size of 2**63 bytes overflows the seek) and reads a stream 10 KiB at a
+        time until it is there, even after the stream ended (for 2**62 bytes, for ever)."""
+        if not self.stream:
+            self.tar.offset = min(self.tar.offset, int(self.limit()) - self.base)
+            return
+        stream = self.tar.fileobj
+        while (left := self.tar.offset - stream.tell()) > 0:
+            if not stream.read(min(left, _SKIP)):
+                self.tar.offset = stream.tell()
+                return
+
     def _finish(self, error: BaseException | None) -> None:
         limit = self.limit()
         failure = self.failure()
         damaged = CORRUPT if failure is not None and not isinstance(failure, EOFError) else TRUNCATED
         cut = [i for i, m in enumerate(self.members) if m.kind == FILE and m.offset + m.size > limit]
-        for i in cut:
-            self.members[i] = replace(self.members[i], status=damaged)
+        for i in cut:  # sized by what the archive holds, not by what the header claims
+            member = self.members[i]
+            self.members[i] = replace(member, status=damaged, size=max(0, int(limit) - member.offset))
         if self.unsafe:
-            self.notes.append(f"{self.label}: {self.unsafe} member(s) named outside the archive (with "
-                              "'..') were ignored.")
+            self.notes.append(unsafe_note(self.label, self.unsafe))
         last = f" after member {self.members[-1].name!r}" if self.members else ""
         if cut:
             names = ", ".join(repr(self.members[i].name) for i in cut[:3])
@@ -292,9 +278,9 @@ def index_tar(path: str, *, compressed: bool = False, keep: Keep | None = None,
 
 def _index(path: str, handle: IO[bytes], status: os.stat_result, *, compressed: bool, keep: Keep | None,
            nested: bool) -> tuple[Listing, dict[int, bytes]]:
-    tail: _Tail | None = None
+    tail: GzipTail | None = None
     if compressed:
-        tail = _Tail(gzip.GzipFile(fileobj=handle, mode="rb"))
+        tail = GzipTail(GzipStream(handle))
         source: IO[bytes] = tail  # type: ignore[assignment]  # read() is all tarfile needs
     else:
         source = handle
@@ -319,7 +305,10 @@ def _index(path: str, handle: IO[bytes], status: os.stat_result, *, compressed: 
     notes = list(walk.notes)
     for nested_listing in (inner or {}).values():
         notes.extend(nested_listing.notes)
+    members, expanded = tuple(walk.members), -1
+    if tail is not None:
+        members, inner, notes = finish_stream(path, tail, members, inner or {}, notes)
+        expanded = tail.delivered
     listing = Listing(path, "tar.gz" if compressed else "tar", status.st_size, status.st_mtime_ns,
-                      tuple(walk.members), tuple(notes), inner or {})
+                      members, tuple(notes), inner or {}, expanded)
     return listing, walk.contents
-

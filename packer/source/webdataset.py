@@ -29,6 +29,7 @@ from packer.errors import EmptySourceError, SourceError, SourceNotFoundError
 from packer.source.archive import archive_format, index_archive, listing_part
 from packer.source.archivereader import ArchivePart, ArchiveReader
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem
+from packer.source.limits import max_bytes_of
 from packer.source.members import MISSING_IMAGE, MISSING_LABEL, clean_name
 from packer.source.registry import expand_pattern
 from packer.source.spool import remove_spool
@@ -98,8 +99,8 @@ class WebDatasetSource(Source):
                         break
                     if info.isreg():
                         names.append(clean_name(info.name) or "")
-        except (tarfile.TarError, OSError, EOFError):
-            return False
+        except (tarfile.TarError, OSError, EOFError, ValueError, OverflowError):
+            return False  # a header tarfile cannot follow (a size of 2**100) is no shard of ours
         groups: list[set[str]] = []
         previous = None
         for name in names:
@@ -126,7 +127,7 @@ class WebDatasetSource(Source):
             if archive_format(shard) == "zip":
                 raise SourceError(f"{shard!r} is a zip: WebDataset shards are tar files (.tar, .tar.gz).")
             listing, contents = index_archive(shard, keep=_keep, nested=False)
-            parts.append(listing_part(listing))
+            parts.append(listing_part(listing, max_bytes_of(self.options)))
             notes.extend(listing.notes)
             grouping.add_shard(number, listing.members, contents)
         if not grouping.samples:
@@ -197,7 +198,7 @@ class WebDatasetSource(Source):
 
     def reader(self) -> ItemReader:
         """Reads images by byte range from the shards."""
-        return ArchiveReader(self._scanned()[1], self.location)
+        return ArchiveReader(self._scanned()[1], self.location, max_bytes=max_bytes_of(self.options))
 
     def close(self) -> None:
         """Delete the decompressed spools this node made of ``.tar.gz`` shards (if any)."""

@@ -6,6 +6,7 @@ truncated zip has lost its central directory: then the members are found by walk
 headers from the start, which recovers every member before the cut (the one the cut runs
 through is ``TRUNCATED``) and notes where the archive ends. Members whose sizes only a data
 descriptor after their data gives (zips written to a pipe) stop that walk, with a note.
+Members named outside the archive (with ``..``) are ignored and counted in a note, as a tar's are.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from packer.source.members import (
     Listing,
     Member,
     clean_name,
+    unsafe_note,
     zip_time_ns,
 )
 
@@ -48,19 +50,22 @@ def _kind(external_attr: int, is_dir: bool) -> str:
     return FILE
 
 
-def _from_central(path: str) -> list[Member]:
+def _from_central(path: str) -> tuple[list[Member], int]:
+    """The members the central directory lists, and how many are named outside the archive."""
     with zipfile.ZipFile(path) as archive:
         infos = archive.infolist()
     members = []
+    unsafe = 0
     for info in infos:
         name = clean_name(info.filename)
+        unsafe += name is None
         if not name:
             continue
         members.append(Member(name, _kind(info.external_attr, info.is_dir()), info.header_offset,
                               info.file_size, zip_time_ns(info.date_time), stored=info.compress_size,
                               method=info.compress_type, crc=info.CRC,
                               encrypted=bool(info.flag_bits & 0x1)))
-    return members
+    return members, unsafe
 
 
 def local_data_start(header: bytes) -> int:
@@ -92,10 +97,12 @@ def _zip64_sizes(extra: bytes, size: int, stored: int) -> tuple[int, int]:
     return size, stored
 
 
-def _from_local_headers(path: str, file_size: int) -> tuple[list[Member], list[str]]:
-    """Walk the local headers from the start (the central directory is missing)."""
+def _from_local_headers(path: str, file_size: int) -> tuple[list[Member], list[str], int]:
+    """Walk the local headers from the start (the central directory is missing); also count
+    the members named outside the archive."""
     members: list[Member] = []
     notes: list[str] = []
+    unsafe = 0
     position = 0
     with open(path, "rb") as handle:
         fd = handle.fileno()
@@ -103,7 +110,7 @@ def _from_local_headers(path: str, file_size: int) -> tuple[list[Member], list[s
             head = os.pread(fd, LOCAL_HEADER.size, position)
             if len(head) < LOCAL_HEADER.size or head[:4] != _LOCAL_SIGNATURE:
                 if head[:4] == b"PK\x01\x02":  # the central directory: every member was found
-                    return members, notes
+                    return members, notes, unsafe
                 break
             fields = LOCAL_HEADER.unpack(head)
             flags, method, time, date, crc, stored, size, name_len, extra_len = fields[2:]
@@ -117,6 +124,7 @@ def _from_local_headers(path: str, file_size: int) -> tuple[list[Member], list[s
                          (time & 0x1F) * 2)
             data_start = position + LOCAL_HEADER.size + name_len + extra_len
             name = clean_name(text)
+            unsafe += name is None
             if flags & 0x8:
                 notes.append(f"{path!r}: member {text!r} keeps its sizes after its data (a zip written "
                              "to a pipe), so the members after it cannot be found without the central "
@@ -130,12 +138,12 @@ def _from_local_headers(path: str, file_size: int) -> tuple[list[Member], list[s
                 if cut:
                     notes.append(f"{path!r} is cut short at byte {file_size}: member {name!r} ends past "
                                  "it (skipped as truncated).")
-                    return members, notes
+                    return members, notes, unsafe
             position = data_start + stored
     if position < file_size and not notes:
         notes.append(f"{path!r} has no member header at byte {position} (cut short or damaged): members "
                      "after that point are missing.")
-    return members, notes
+    return members, notes, unsafe
 
 
 def index_zip(path: str) -> Listing:
@@ -148,7 +156,8 @@ def index_zip(path: str) -> Listing:
     try:
         status = os.stat(path)
         try:
-            members, notes = _from_central(path), list[str]()
+            members, unsafe = _from_central(path)
+            notes: list[str] = []
         except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as err:
             with open(path, "rb") as handle:
                 start = handle.read(4)
@@ -156,9 +165,11 @@ def index_zip(path: str) -> Listing:
                 raise SourceError(f"{path!r} is not a valid zip archive ({err}): give a .tar, .tar.gz "
                                   "(.tgz) or .zip of an ImageFolder tree, re-download it if it is "
                                   "damaged, or name the kind of source with source_format=.") from None
-            members, notes = _from_local_headers(path, status.st_size)
+            members, notes, unsafe = _from_local_headers(path, status.st_size)
             notes.insert(0, f"{path!r} has no central directory ({err}; a truncated download?): its "
                             f"members were found from their local headers ({len(members)} found).")
     except OSError as err:
         raise SourceError(f"Cannot read the archive {path!r}: {err.strerror or err}.") from None
+    if unsafe:
+        notes.append(unsafe_note(repr(path), unsafe))
     return Listing(path, "zip", status.st_size, status.st_mtime_ns, tuple(members), tuple(notes))
