@@ -27,12 +27,12 @@ if TYPE_CHECKING:
         open_engine,
         register_engine,
     )
-    from packer.conversion.gc import GcResult, collect_garbage
+    from packer.conversion.maintenance.gc import GcResult, collect_garbage
+    from packer.conversion.maintenance.updating import UpdateResult, update
+    from packer.conversion.maintenance.upgrading import UpgradeResult, upgrade
     from packer.conversion.merging import MergeResult, merge
     from packer.conversion.options import ConversionOptions
     from packer.conversion.run import ConversionResult, convert
-    from packer.conversion.updating import UpdateResult, update
-    from packer.conversion.upgrading import UpgradeResult, upgrade
     from packer.errors import (
         AccessDeniedError,
         BadImageError,
@@ -79,14 +79,14 @@ if TYPE_CHECKING:
     from packer.source.imagefolder import IMG_EXTENSIONS, find_classes, scan_imagefolder
     from packer.source.registry import open_source, register_source, source_names
     from packer.store.base import Store
-    from packer.store.cache import CacheInfo, NodeCache
+    from packer.store.cache.node import CacheInfo, NodeCache
     from packer.store.urls import open_store, register_store, store_schemes
     from packer.tools.bench import BenchReport, bench
-    from packer.tools.demo import DemoReport, run_demo
-    from packer.tools.export import ExportResult, export_dataset
+    from packer.tools.demo.run import DemoReport, run_demo
+    from packer.tools.export.writer import ExportResult, export_dataset
     from packer.tools.findings import Problem, VerifyReport
     from packer.tools.info import dataset_info
-    from packer.tools.preview import ContactSheet, make_contact_sheet, write_contact_sheet
+    from packer.tools.preview.sheet import ContactSheet, make_contact_sheet, write_contact_sheet
     from packer.tools.publish import (
         PushResult,
         RemoteGcResult,
@@ -103,9 +103,9 @@ _HOMES = {
     "packer.conversion.array_run": ["TaskResult", "convert_task"],
     "packer.conversion.merging": ["MergeResult", "merge"],
     "packer.conversion.dryrun": ["ConversionPlan", "plan_conversion"],
-    "packer.conversion.updating": ["UpdateResult", "update"],
-    "packer.conversion.upgrading": ["UpgradeResult", "upgrade"],
-    "packer.conversion.gc": ["GcResult", "collect_garbage"],
+    "packer.conversion.maintenance.updating": ["UpdateResult", "update"],
+    "packer.conversion.maintenance.upgrading": ["UpgradeResult", "upgrade"],
+    "packer.conversion.maintenance.gc": ["GcResult", "collect_garbage"],
     "packer.conversion.engines": [
         "Engine", "EngineRequest", "ExecutorEngine", "LocalEngine", "Progress", "engine_names", "open_engine",
         "register_engine",
@@ -123,15 +123,15 @@ _HOMES = {
     "packer.source.imagefolder": ["IMG_EXTENSIONS", "find_classes", "scan_imagefolder"],
     "packer.store.base": ["Store"],
     "packer.store.urls": ["open_store", "register_store", "store_schemes"],
-    "packer.store.cache": ["CacheInfo", "NodeCache"],
+    "packer.store.cache.node": ["CacheInfo", "NodeCache"],
     "packer.tools.info": ["dataset_info"],
     "packer.tools.verify": ["verify_dataset"],
     "packer.tools.findings": ["Problem", "VerifyReport"],
-    "packer.tools.export": ["ExportResult", "export_dataset"],
+    "packer.tools.export.writer": ["ExportResult", "export_dataset"],
     "packer.tools.show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
-    "packer.tools.preview": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
+    "packer.tools.preview.sheet": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
     "packer.tools.bench": ["BenchReport", "bench"],
-    "packer.tools.demo": ["DemoReport", "run_demo"],
+    "packer.tools.demo.run": ["DemoReport", "run_demo"],
     "packer.tools.publish": [
         "PushResult", "RemoteGcResult", "collect_remote_garbage", "pull_dataset", "push_dataset"
     ],

@@ -70,7 +70,7 @@ MOVED_MODULES: Final[Mapping[str, Mapping[str, str]]] = {
         "packer.conversion.engines.local": "LocalEngine",
     },
     "packer.export": {
-        "packer.tools.export": "ExportResult export_dataset",
+        "packer.tools.export.writer": "ExportResult export_dataset",
         "packer.cli.formatting.dataset": "format_export",
     },
     "packer.folder": {"packer.read.baseline": "ImageFolderDataset pil_loader"},
@@ -93,8 +93,8 @@ MOVED_MODULES: Final[Mapping[str, Mapping[str, str]]] = {
     },
     "packer.normalize": {"packer.read.normalize": "IMAGENET_MEAN IMAGENET_STD Normalize"},
     "packer.preview": {
-        "packer.tools.preview": "MAX_SHEET_PIXELS ContactSheet make_contact_sheet write_contact_sheet",
-        "packer.tools.sheet_draw": "PAD SheetCell SheetRow",
+        "packer.tools.preview.sheet": "MAX_SHEET_PIXELS ContactSheet make_contact_sheet write_contact_sheet",
+        "packer.tools.preview.draw": "PAD SheetCell SheetRow",
         "packer.cli.formatting.dataset": "format_sheet",
     },
     "packer.report": {

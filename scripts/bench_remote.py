@@ -189,7 +189,7 @@ def make_corpus(dst: str, images: int, *, quick: bool) -> None:
         subprocess.run([sys.executable, str(CORPUS_TOOL), "--classes", str(classes), "--per-class",
                         str(math.ceil(images / classes)), "--out", dst, "--workers", "2"], check=True)
     else:
-        from packer.tools.demo_tree import make_demo_tree
+        from packer.tools.demo.tree import make_demo_tree
 
         make_demo_tree(dst, per_class=math.ceil(images / 4))
 
@@ -313,7 +313,7 @@ def publish(args: argparse.Namespace, packed: str, root: str, peers: list[str]) 
 def cache_bytes(case: str, directory: str) -> int:
     """Bytes in a case's cache: packer's ``NodeCache.info``, else the files under the folder."""
     if case in PACKER_CASES:
-        from packer.store.cache import NodeCache
+        from packer.store.cache.node import NodeCache
 
         return NodeCache(directory).info().num_bytes
     try:

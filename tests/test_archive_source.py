@@ -34,11 +34,11 @@ from sourcekinds import (
 import packer
 from packer.errors import BadImageError, EmptySourceError, SourceError
 from packer.format.backends import Backend
-from packer.source.archive import ArchiveSource
-from packer.source.archivelayout import imagefolder_order
+from packer.source.archive.layout import imagefolder_order
+from packer.source.archive.source import ArchiveSource
+from packer.source.archive.spool import SPOOL_ENV, ensure_spool, spool_path
 from packer.source.base import SourceOptions
 from packer.source.imagefolder import scan_imagefolder
-from packer.source.spool import SPOOL_ENV, ensure_spool, spool_path
 
 SHARD_SIZE = "3KB"
 

@@ -235,7 +235,7 @@ def test_cli_array_flags_are_usage_errors_when_incomplete(src: Path, tmp_path: P
 def test_a_task_starting_while_another_claims_dst_joins_it(src: Path, local: Path, tmp_path: Path,
                                                           backend: Backend) -> None:
     """The instant between one task writing its marker aside and linking it into place."""
-    from packer.conversion.destination import Destination
+    from packer.conversion.destination.state import Destination
 
     dst = tmp_path / "array"
     dst.mkdir()

@@ -1,4 +1,4 @@
-"""The node cache (packer.store.cache): crash-safe writes, one download per key per node, the bound
+"""The node cache (packer.store.cache.node): crash-safe writes, one download per key per node, the bound
 and its LRU eviction, readers that survive eviction, and several processes sharing one directory."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import BinaryIO
 import pytest
 
 from packer.errors import CacheError, IntegrityError, StoreError
-from packer.store.cache import DEFAULT_MIN_FREE, CacheInfo, NodeCache, default_cache_dir
+from packer.store.cache.node import DEFAULT_MIN_FREE, CacheInfo, NodeCache, default_cache_dir
 
 KB = 1000
 
@@ -166,7 +166,7 @@ def test_failed_check_or_download_leaves_nothing(cache: NodeCache, tmp_path: Pat
 
 KILLED_WRITER = textwrap.dedent("""
     import sys, time
-    from packer.store.cache import NodeCache
+    from packer.store.cache.node import NodeCache
 
     def download(out):
         out.write(b"half")

@@ -10,7 +10,7 @@ from packer.cli.formatting import format_demo
 from packer.errors import OutputError
 from packer.format.backends import backend_names
 from packer.source.imagefolder import scan_imagefolder
-from packer.tools.demo import BROKEN_FILES, make_demo_tree, run_demo
+from packer.tools.demo.run import BROKEN_FILES, make_demo_tree, run_demo
 
 
 def test_demo_tree_is_deterministic(tmp_path: Path) -> None:

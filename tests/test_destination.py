@@ -9,9 +9,9 @@ import pytest
 from imagetools import mixed_tree
 
 import packer
-from packer.conversion.destination import Destination, DestinationState
+from packer.conversion.destination.lifecycle import conversion_slot, task_slot
+from packer.conversion.destination.state import Destination, DestinationState
 from packer.conversion.job import plan_job
-from packer.conversion.lifecycle import conversion_slot, task_slot
 from packer.conversion.options import ConversionOptions
 from packer.errors import OutputError, OutputExistsError, ResumeError
 from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME

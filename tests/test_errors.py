@@ -215,7 +215,7 @@ def test_a_library_error_is_printed_with_flags(tmp_path: Path, monkeypatch: pyte
 @pytest.mark.parametrize(("command", "module", "function", "expected"), [
     (["info", "D"], "packer.tools.info", "dataset_info", "Error: Interrupted.\n"),
     (["verify", "D", "-q"], "packer.tools.verify", "verify_dataset", "Error: Interrupted.\n"),
-    (["export", "D", "OUT"], "packer.tools.export", "export_dataset",
+    (["export", "D", "OUT"], "packer.tools.export.writer", "export_dataset",
      "Error: Interrupted; the files exported so far are in OUT, each one whole: run the same command "
      "with --overwrite to export again.\n"),
     (["convert", "S", "D", "--to", "lmdb"], "packer.conversion.run", "run_conversion",

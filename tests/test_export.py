@@ -20,7 +20,7 @@ from packer.errors import OutputError, OutputExistsError, UnknownNameError
 from packer.format.backends import Backend
 from packer.format.manifest import Manifest
 from packer.format.shardset import ShardSet
-from packer.tools.export import export_dataset
+from packer.tools.export.writer import export_dataset
 
 
 def _convert(src: Path, dst: Path, backend: str = "lmdb", codec: str = "original",

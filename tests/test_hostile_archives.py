@@ -30,14 +30,14 @@ from packer.cli import cli
 from packer.conversion.options import ConversionOptions
 from packer.errors import SourceError
 from packer.format.backends import Backend
-from packer.source.archive import ArchiveSource
+from packer.source.archive.members import TRUNCATED
+from packer.source.archive.source import ArchiveSource
+from packer.source.archive.spool import SPOOL_ENV, ensure_spool
+from packer.source.archive.tarindex import index_tar
 from packer.source.base import SourceItem
 from packer.source.limits import DEFAULT_MAX_BYTES, BoundedOptions
-from packer.source.members import TRUNCATED
-from packer.source.parquet import ParquetSource
+from packer.source.parquet.source import ParquetSource
 from packer.source.sourcefile import SKIP_REASONS, UnpackableFile
-from packer.source.spool import SPOOL_ENV, ensure_spool
-from packer.source.tarindex import index_tar
 
 MiB = 1 << 20
 
@@ -330,7 +330,7 @@ def test_a_spool_that_would_not_fit_is_refused_naming_the_space_it_needs(
         found = real(path)
         return type(found)(found.total, found.used, 2 * MiB)  # more than the archive, less than its tar
 
-    monkeypatch.setattr("packer.source.spool.shutil.disk_usage", little)
+    monkeypatch.setattr("packer.source.archive.spool.shutil.disk_usage", little)
     # The spool is made where the archive is first read: in this process, as a conversion's
     # worker would (a conversion may spawn its workers, which would not see the patch).
     stat = archive.stat()
@@ -348,7 +348,7 @@ def test_a_spool_made_without_a_scan_checks_its_estimate_and_again_as_it_grows(
     parts = [tar] if layout == "one gzip member" else [tar[:-4096], tar[-4096:]]  # ISIZE says 4 KiB
     archive = write(tmp_path / "x.tar.gz", b"".join(gzip_member(part) for part in parts))
     real = shutil.disk_usage
-    monkeypatch.setattr("packer.source.spool.shutil.disk_usage",
+    monkeypatch.setattr("packer.source.archive.spool.shutil.disk_usage",
                         lambda path: type(real(path))(real(path).total, real(path).used, 2 * MiB))
     stat = archive.stat()
     with pytest.raises(SourceError, match=r"x\.tar\.gz.*it needs"):

@@ -31,7 +31,7 @@ from packer.errors import ManifestError, PackerError, UnsafeKeyError
 from packer.format.codecs import get_codec
 from packer.format.manifest import MANIFEST_NAME, VERSIONS_DIR, Manifest
 from packer.format.sample_index import SampleIndex, write_index_file
-from packer.tools.export_plan import DatasetFiles, plan_export
+from packer.tools.export.plan import DatasetFiles, plan_export
 from packer.tools.layout import path_layout
 
 BACKENDS = ["lmdb", "hdf5"]

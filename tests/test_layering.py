@@ -33,7 +33,7 @@ LAYERS = {
 #: Packages of one layer that must not import each other.
 APART = [("conversion", "read"), ("cli", "testing")]
 #: The only modules that may import torch (the read side, and the tools that measure or show it).
-TORCH_HOMES = ("packer.read", "packer.tools.bench", "packer.tools.profiling", "packer.tools.demo")
+TORCH_HOMES = ("packer.read", "packer.tools.bench", "packer.tools.profiling", "packer.tools.demo.run")
 #: The only modules that may import click.
 CLICK_HOMES = ("packer.cli",)
 

@@ -21,11 +21,11 @@ from imagetools import mixed_tree, png_bytes
 
 import packer
 from packer.cli.formatting.dataset import format_info
-from packer.conversion.lock import dataset_lock
+from packer.conversion.destination.lock import dataset_lock
 from packer.errors import DatasetBusyError
 from packer.store import open_store
-from packer.store.lease import LEASE_DIR, acquire_lease, held_lease, lease_holders
-from packer.store.lease_holder import LeaseHolder
+from packer.store.lease.claim import LEASE_DIR, acquire_lease, held_lease, lease_holders
+from packer.store.lease.holder import LeaseHolder
 from packer.store.local import LocalStore
 from packer.tools.info import dataset_info
 from packer.tools.publish import collect_remote_garbage, push_dataset
@@ -47,8 +47,8 @@ def _plant(dst: Path, record: bytes) -> None:
 def _contend(root: str, host: int, barrier: Any, results: Any, through_dst: bool) -> None:
     """One holder on its own "host": take the lease when all start together, hold it a moment
     (``through_dst``: as ``update`` takes it, with ``flock`` doing nothing, as on NFS across hosts)."""
-    import packer.conversion.lock as lock
-    import packer.store.lease_holder as records
+    import packer.conversion.destination.lock as lock
+    import packer.store.lease.holder as records
 
     records.this_machine = lambda: f"machine-{host}"  # no pid of another "host" can be checked
     records.socket.gethostname = lambda: f"host-{host}"
@@ -98,7 +98,7 @@ def test_an_expired_lease_of_another_host_is_taken_over_with_a_message(
                                                 r"host node-elsewhere pid 4242 since .* UTC \(lease until "):
         packer.collect_garbage(dst)
     _plant(dst, _foreign_record(expired=True))
-    with caplog.at_level(logging.WARNING, logger="packer.store.lease"):
+    with caplog.at_level(logging.WARNING, logger="packer.store.lease.claim"):
         packer.collect_garbage(dst)
     [warning] = [r.getMessage() for r in caplog.records if "took over" in r.getMessage()]
     assert "update by host node-elsewhere pid 4242" in warning and "it expired 3 min ago" in warning
@@ -140,7 +140,7 @@ def test_a_holder_killed_mid_update_is_taken_over_with_a_message(
     packer.convert(src, dst, to="hdf5", workers=1)
     (src / "ant" / "extra.png").write_bytes(png_bytes(14, 11, 99))
     killed = subprocess.run(_script(f"""
-        import os, signal, packer, packer.conversion.updating as updating
+        import os, signal, packer, packer.conversion.maintenance.updating as updating
         def die(*args, **kwargs):
             os.kill(os.getpid(), signal.SIGKILL)
         updating.write_shards = die
@@ -150,7 +150,7 @@ def test_a_holder_killed_mid_update_is_taken_over_with_a_message(
     [(_, left)] = lease_holders(LocalStore(dst))
     assert left.command == "update" and left.stale_reason() == f"its process {left.pid} on this host is gone"
     assert f"stale lease: update by host {left.host} pid {left.pid}" in format_info(dataset_info(dst))
-    with caplog.at_level(logging.WARNING, logger="packer.store.lease"):
+    with caplog.at_level(logging.WARNING, logger="packer.store.lease.claim"):
         result = packer.update(src, dst, workers=1)
     assert result.version == 2 and result.files_added == 1
     assert any(f"update by host {left.host} pid {left.pid}" in r.getMessage() and "is gone" in r.getMessage()

@@ -23,7 +23,7 @@ from packer.errors import EmptySourceError, MissingExtraError, SourceError, Sour
 from packer.format.backends import Backend
 from packer.registry import Lazy, Registry
 from packer.source.base import SourceOptions
-from packer.source.parquet import ParquetSource
+from packer.source.parquet.source import ParquetSource
 from packer.source.registry import detect_kind, open_source
 
 BROKEN_JPEG = b"\xff\xd8\xff\xe0 not really a jpeg"
@@ -198,10 +198,10 @@ def test_bad_tables_fail_before_anything_is_written(tmp_path: Path) -> None:
 
 
 def test_a_missing_pyarrow_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in [m for m in sys.modules if m.startswith("packer.source.parquet")]:
+    for name in [m for m in sys.modules if m.startswith("packer.source.parquet.source")]:
         monkeypatch.delitem(sys.modules, name)  # imported afresh, and put back afterwards
     monkeypatch.setitem(sys.modules, "pyarrow", None)
-    sources = Registry("source format", {"parquet": Lazy("packer.source.parquet:ParquetSource", "parquet")})
+    sources = Registry("source format", {"parquet": Lazy("packer.source.parquet.source:ParquetSource", "parquet")})
     with pytest.raises(MissingExtraError, match=r"pip install 'packer-shards\[parquet\]'"):
         sources.get("parquet")
 

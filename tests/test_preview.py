@@ -14,14 +14,14 @@ from imagetools import STANDARD_IMAGES, image_bytes, rgb_of, truncated_jpeg
 from PIL import Image, ImageOps
 
 import packer
-import packer.tools.preview
+import packer.tools.preview.sheet
 from packer.cli import cli
 from packer.cli.formatting import format_sheet
 from packer.errors import UnknownNameError
 from packer.format.backends import Backend
 from packer.format.codecs import OriginalCodec
 from packer.format.shardset import ShardSet
-from packer.tools.preview import (
+from packer.tools.preview.sheet import (
     MAX_SHEET_PIXELS,
     PAD,
     ContactSheet,
@@ -131,7 +131,7 @@ def test_unknown_class_lists_the_valid_names(packed: Path) -> None:
 
 def test_absurd_sheets_and_options_are_refused(packed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert MAX_SHEET_PIXELS == Image.MAX_IMAGE_PIXELS  # any viewer built on Pillow opens a sheet
-    monkeypatch.setattr(packer.tools.preview, "MAX_SHEET_PIXELS", 100_000)
+    monkeypatch.setattr(packer.tools.preview.sheet, "MAX_SHEET_PIXELS", 100_000)
     with pytest.raises(ValueError, match=r"4 classes x 4 thumbnails of 128 px.*over the 100,000.*classes="):
         make_contact_sheet(packed, per_class=4, thumb=128)
     for bad in ({"per_class": 0}, {"thumb": 8}, {"seed": -1}):
@@ -191,7 +191,7 @@ def test_cli_preview(packed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     unknown = runner.invoke(cli, ["preview", str(packed), "-o", str(out), "--classes", "cow"])
     assert unknown.exit_code == 1
     assert unknown.stderr.count("\n") == 1 and "'cat', 'dog', 'zebra fish', 'éclair'" in unknown.stderr
-    monkeypatch.setattr(packer.tools.preview, "MAX_SHEET_PIXELS", 100_000)
+    monkeypatch.setattr(packer.tools.preview.sheet, "MAX_SHEET_PIXELS", 100_000)
     huge = runner.invoke(cli, ["preview", str(packed), "-o", str(out), "--thumb", "1024"])
     assert huge.exit_code == 2 and "--per-class" in huge.stderr
     assert runner.invoke(cli, ["preview", str(packed), "-o", str(out), "--per-class", "0"]).exit_code == 2

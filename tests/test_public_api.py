@@ -139,7 +139,7 @@ def test_names_no_longer_exported_still_resolve_with_a_warning(package: str, nam
 
 
 def test_deprecated_names_are_the_objects_they_were() -> None:
-    from packer.conversion.destination import Destination
+    from packer.conversion.destination.state import Destination
     from packer.format.backends import get_backend
     from packer.source.base import SourceIndex
 

@@ -47,8 +47,8 @@ def _killed_run(src: Path, dst: Path, backend: str, patch: str,
     """Run `packer convert` in a child that applies ``patch`` (Python) first."""
     code = textwrap.dedent(f"""
         import os, signal, sys
-        import packer.conversion.lifecycle, packer.conversion.engines.local, packer.format.manifest
-        life, man = sys.modules["packer.conversion.lifecycle"], sys.modules["packer.format.manifest"]
+        import packer.conversion.destination.lifecycle, packer.conversion.engines.local, packer.format.manifest
+        life, man = sys.modules["packer.conversion.destination.lifecycle"], sys.modules["packer.format.manifest"]
         engines = sys.modules["packer.conversion.engines.local"]
         def die():
             os.kill(os.getpid(), signal.SIGKILL)

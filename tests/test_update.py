@@ -15,7 +15,7 @@ from imagetools import dataset_snapshot, image_bytes, jpeg_bytes, tree_files, wr
 
 import packer
 from packer.cli import cli
-from packer.conversion.lock import dataset_lock
+from packer.conversion.destination.lock import dataset_lock
 from packer.errors import DatasetBusyError, NotADatasetError, OutputError, VersionGoneError
 from packer.format.backends import Backend
 from packer.format.shardset import ShardSet

@@ -22,7 +22,7 @@ from imagetools import dataset_snapshot, image_bytes, jpeg_bytes, tree_files, wr
 import packer
 import packer.format.manifest
 from packer.cli import cli
-from packer.conversion.lock import dataset_lock
+from packer.conversion.destination.lock import dataset_lock
 from packer.conversion.options import ConversionOptions
 from packer.conversion.sharding import cut_greedily
 from packer.errors import DatasetBusyError, OutputError, SourceChangedError

@@ -17,7 +17,7 @@ from packer.errors import SourceError, SourceNotFoundError
 from packer.format.backends import Backend
 from packer.source.base import SourceOptions
 from packer.source.registry import detect_kind
-from packer.source.webdataset import WebDatasetSource
+from packer.source.webdataset.source import WebDatasetSource
 
 SHARD_SIZE = "3KB"
 

@@ -46,7 +46,7 @@ def preview(dst: str, out: str, per_class: int, classes: tuple[str, ...], seed: 
     warning. Sheets over 89,478,485 pixels are refused (exit 2): select fewer classes.
     """
     from packer.cli.formatting import format_sheet
-    from packer.tools.preview import write_contact_sheet
+    from packer.tools.preview.sheet import write_contact_sheet
 
     try:
         sheet = write_contact_sheet(dst, out, html=as_html, per_class=per_class,
@@ -80,7 +80,7 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
     an empty one. OUT must be new or empty (exit 3 otherwise, unless --overwrite).
     """
     from packer.cli.formatting import format_export
-    from packer.tools.export import export_dataset
+    from packer.tools.export.writer import export_dataset
 
     try:
         result = export_dataset(dst, out, classes=classes or None, limit=limit, overwrite=overwrite,

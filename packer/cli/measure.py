@@ -82,7 +82,7 @@ def demo(directory: str | None, workers: int, no_speed: bool) -> None:
     DIRECTORY the tree and datasets are kept there; otherwise they are deleted afterwards.
     """
     from packer.cli.formatting import format_demo
-    from packer.tools.demo import run_demo
+    from packer.tools.demo.run import run_demo
 
     say(f"packer demo: generating a tree, converting it to {', '.join(backend_names())}, "
                "reading it back ...", err=True)

@@ -38,7 +38,7 @@ def update(src: str, dst: str, **given: Any) -> None:
     readable (a running training job keeps reading it) until `packer gc DST`.
     """
     from packer.cli.formatting import format_update
-    from packer.conversion.updating import update as run_update
+    from packer.conversion.maintenance.updating import update as run_update
 
     result = run_update(src, dst, checksum=given["checksum"], dry_run=given["dry_run"],
                         workers=given["workers"], keep_versions=given["keep_versions"],
@@ -69,7 +69,7 @@ def upgrade(src: str, dst: str, workers: int | None, quiet: bool, as_json: bool)
     current layout; later ones write only what changed. On a current dataset it does nothing.
     """
     from packer.cli.formatting.versions import format_upgrade
-    from packer.conversion.upgrading import upgrade as run_upgrade
+    from packer.conversion.maintenance.upgrading import upgrade as run_upgrade
 
     result = run_upgrade(src, dst, workers=workers, progress=not (quiet or as_json))
     if as_json:
@@ -103,6 +103,6 @@ def gc(dst: str, keep_versions: int, dry_run: bool) -> None:
         say(format_remote_gc(result))
         return
     from packer.cli.formatting import format_gc
-    from packer.conversion.gc import collect_garbage
+    from packer.conversion.maintenance.gc import collect_garbage
 
     say(format_gc(collect_garbage(dst, keep_versions=keep_versions, dry_run=dry_run)))

@@ -3,7 +3,7 @@
 Every task runs the same command with its own id; they may run at the same time, on different
 machines, into one DST on shared storage (see :mod:`packer.conversion.arrayjob` for where the
 id comes from, and :func:`packer.conversion.merging.merge` for the step that follows). Each task
-holds a shared lease on DST (:func:`~packer.conversion.lifecycle.task_slot`): tasks run together,
+holds a shared lease on DST (:func:`~packer.conversion.destination.lifecycle.task_slot`): tasks run together,
 but not alongside a ``convert``, ``merge`` or ``update`` of it, nor twice with one id at once.
 """
 
@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from packer.conversion.destination.lifecycle import task_slot
 from packer.conversion.engines.base import Engine
 from packer.conversion.execution import choose_engine, write_shards
 from packer.conversion.job import Job, plan_job
-from packer.conversion.lifecycle import task_slot
 from packer.conversion.merging import unwritten_shards
 from packer.conversion.options import ConversionOptions, conversion_options, option_keywords
 from packer.conversion.plan import shard_name, shards_of_task

@@ -61,7 +61,7 @@ def write_shards(job: Job, todo: list[ShardTask], kept: dict[int, ShardResult], 
     """Write the ``todo`` shards on ``engine`` through ``staging``; all finished shards by number.
 
     On any failure (Ctrl-C included) the workers are stopped; the slot that gave ``staging``
-    (:mod:`packer.conversion.lifecycle`) deletes what they left half-written there, and shards
+    (:mod:`packer.conversion.destination.lifecycle`) deletes what they left half-written there, and shards
     already renamed into DST stay for ``resume=True``.
     """
     shard_tasks = [replace(task, staging=staging) for task in todo]

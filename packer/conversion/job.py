@@ -10,10 +10,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from packer.conversion.destination import Destination, DestinationState
+from packer.conversion.destination.resume import (
+    item_identities,
+    plan_fingerprint,
+    shard_fingerprint,
+    shard_inputs,
+)
+from packer.conversion.destination.state import Destination, DestinationState
 from packer.conversion.options import ConversionOptions
 from packer.conversion.plan import JobPlan, planned_item_sizes, scan_info, shard_name
-from packer.conversion.resume import item_identities, plan_fingerprint, shard_fingerprint, shard_inputs
 from packer.conversion.sharding import plan_shards
 from packer.conversion.tasks import ShardTask
 from packer.source.base import ItemReader, Source, SourceIndex

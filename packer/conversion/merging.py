@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from packer.conversion.destination import Destination, DestinationState
-from packer.conversion.lifecycle import merge_slot
+from packer.conversion.destination.lifecycle import merge_slot
+from packer.conversion.destination.state import Destination, DestinationState
 from packer.conversion.plan import JobPlan, describe_shards, shard_name
 from packer.conversion.receipts import ShardResult, receipt_path
 from packer.cpus import available_cpus

@@ -7,7 +7,7 @@ file name and input fingerprint. With the shards' receipts, that is all ``packer
 needs to write the manifest, in whichever process or machine runs last, without scanning
 the source again. Array tasks (``--num-tasks N --task-id I``) share one plan: the first to
 start records it (atomically, create-if-absent; see
-:func:`packer.conversion.lifecycle.task_slot`), the others check that theirs is the same.
+:func:`packer.conversion.destination.lifecycle.task_slot`), the others check that theirs is the same.
 """
 
 from __future__ import annotations

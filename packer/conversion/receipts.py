@@ -1,7 +1,7 @@
 """A finished shard's receipt: what it holds, left next to DST's shards until the manifest is written.
 
 A task writes ``DST/.receipts/<fingerprint>.json`` after its shard is renamed into place (the
-fingerprint of the shard's planned inputs, :func:`packer.conversion.resume.shard_fingerprint`; the
+fingerprint of the shard's planned inputs, :func:`packer.conversion.destination.resume.shard_fingerprint`; the
 file's own name comes from its contents, so the plan cannot know it). A shard file with a
 matching receipt is finished: ``--resume`` keeps it untouched, and ``packer merge`` builds
 the manifest from the receipts alone, without scanning the source again.

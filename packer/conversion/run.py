@@ -3,7 +3,7 @@
 The order of events is the crash-safety contract: DST is checked (nothing touched), SRC is scanned
 and planned, DST's lease is taken (a second conversion into it is refused with the name of the
 process converting) and DST is marked "in progress" with the plan
-(:func:`~packer.conversion.lifecycle.conversion_slot`), the shard tasks run on an engine
+(:func:`~packer.conversion.destination.lifecycle.conversion_slot`), the shard tasks run on an engine
 (:mod:`packer.conversion.engines`: local worker processes by default), each writing its shard under
 ``DST/.tmp``, fsyncing, hashing, renaming it into place and leaving a receipt; then the sample index
 is written, and ``index.json`` last, atomically (:mod:`packer.conversion.merging`). A run killed at
@@ -22,10 +22,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from packer.conversion.destination.lifecycle import conversion_slot
+from packer.conversion.destination.resume import check_resumable
 from packer.conversion.engines.base import Engine
 from packer.conversion.execution import choose_engine, write_shards
 from packer.conversion.job import Job, plan_job
-from packer.conversion.lifecycle import conversion_slot
 from packer.conversion.merging import build_manifest
 from packer.conversion.options import (
     DEFAULT_SHARD_SIZE,
@@ -33,7 +34,6 @@ from packer.conversion.options import (
     conversion_options,
     option_keywords,
 )
-from packer.conversion.resume import check_resumable
 from packer.errors import OutputError
 from packer.format.manifest import Manifest
 

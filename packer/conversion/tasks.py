@@ -22,8 +22,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 
+from packer.conversion.destination.resume import shard_contents
 from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, receipt_path
-from packer.conversion.resume import shard_contents
 from packer.errors import BadImageError
 from packer.format.backends import ShardWriter, get_backend
 from packer.format.codecs import Codec

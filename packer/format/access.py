@@ -29,8 +29,8 @@ from packer.format.backends.base import Arena
 from packer.format.manifest import FileEntry, Manifest, ShardEntry
 from packer.format.records import digest64
 from packer.store import NodeCache, Store
+from packer.store.cache.fetching import BLOCK_SIZE, CachedObject, fetch_blocks
 from packer.store.durable import sha256_file
-from packer.store.fetching import BLOCK_SIZE, CachedObject, fetch_blocks
 
 __all__ = ["MODES", "DatasetAccess", "choose_access"]
 
@@ -79,7 +79,7 @@ class LocalAccess(DatasetAccess):
 
 
 def block_size_for(cache: NodeCache) -> int:
-    """Bytes per cached block: :data:`~packer.store.fetching.BLOCK_SIZE`, smaller under a tight
+    """Bytes per cached block: :data:`~packer.store.cache.fetching.BLOCK_SIZE`, smaller under a tight
     bound (a power of two, at most a 1024th of it, at least 16 KiB): a cache far below the
     dataset finds little to reuse within an epoch, so a block should cost little more than the
     record it was fetched for."""

@@ -23,7 +23,7 @@ from packer.format.manifest import Manifest
 from packer.format.shardset import ShardSet
 from packer.read.batching import batch_samples, new_batch_tensor
 from packer.read.transforms import BatchTransform
-from packer.store.cache import NodeCache
+from packer.store.cache.node import NodeCache
 from packer.store.urls import is_url
 
 __all__ = ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"]

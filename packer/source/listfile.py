@@ -26,7 +26,7 @@ conversion reaches it, and listed with that reason, like a broken image.
 
 The root may be an archive (``--root ILSVRC2012_img_val.tar``; ``.tar``, ``.tar.gz``, ``.tgz``,
 ``.zip``): listed paths are then member paths, read from the archive without extracting it
-(:class:`packer.source.archive.ArchiveMembers`); a path the archive lacks is ``missing``.
+(:class:`packer.source.archive.source.ArchiveMembers`); a path the archive lacks is ``missing``.
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ def scan_listfile(listfile: str | os.PathLike[str], *, root: str | os.PathLike[s
     top = os.path.abspath(os.fspath(root)) if root is not None else os.path.dirname(path)
     archive = None
     if root is not None and _is_archive(top):
-        from packer.source.archive import ArchiveMembers
+        from packer.source.archive.source import ArchiveMembers
         archive = ArchiveMembers(top, max_bytes=max_bytes)
     elif not os.path.isdir(top):
         raise SourceNotFoundError(f"The root {top!r} of list {path!r} is not a directory or an archive: "
@@ -278,7 +278,7 @@ def scan_listfile(listfile: str | os.PathLike[str], *, root: str | os.PathLike[s
 
 
 def _is_archive(path: str) -> bool:
-    from packer.source.archive import is_archive_file
+    from packer.source.archive.source import is_archive_file
     return is_archive_file(path)
 
 

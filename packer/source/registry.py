@@ -27,9 +27,9 @@ __all__ = ["ARCHIVE_SUFFIXES", "SOURCES", "detect_kind", "expand_pattern", "open
 SOURCES: Registry[type[Source]] = Registry("source format", entry_points="packer.sources", builtins={
     "tree": "packer.source.tree:TreeSource",
     "list": "packer.source.listfile:ListFileSource",
-    "archive": "packer.source.archive:ArchiveSource",
-    "webdataset": "packer.source.webdataset:WebDatasetSource",
-    "parquet": Lazy("packer.source.parquet:ParquetSource", "parquet"),
+    "archive": "packer.source.archive.source:ArchiveSource",
+    "webdataset": "packer.source.webdataset.source:WebDatasetSource",
+    "parquet": Lazy("packer.source.parquet.source:ParquetSource", "parquet"),
 }, hint="Name one with source_format=, or leave it out to detect it.")
 
 

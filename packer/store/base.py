@@ -71,7 +71,7 @@ class Store(ABC):
         """Create ``key`` holding ``data``, whole, unless it exists; return whether this call did.
 
         Of several processes racing to create one key, on one host or many, exactly one gets
-        ``True`` (what a lease needs: :mod:`packer.store.lease`). A call whose reply was lost
+        ``True`` (what a lease needs: :mod:`packer.store.lease.claim`). A call whose reply was lost
         and was retried may get ``False`` for the object it created itself: read it to tell.
 
         Raises:

@@ -38,7 +38,7 @@ from packer.source.imagecheck import DEFAULT_MAX_PIXELS
 from packer.source.sourcefile import UnpackableFile
 from packer.testing.plugins import registered
 from packer.testing.trees import BROKEN_BYTES, ImageTree, encoded, image_tree, noise
-from packer.tools.export import export_dataset
+from packer.tools.export.writer import export_dataset
 from packer.tools.verify import verify_dataset
 
 __all__ = ["CodecContract"]

@@ -20,9 +20,9 @@ import pytest
 from PIL import Image
 
 from packer.conversion.engines.local import LocalEngine
-from packer.conversion.gc import collect_garbage
+from packer.conversion.maintenance.gc import collect_garbage
+from packer.conversion.maintenance.updating import update
 from packer.conversion.run import convert
-from packer.conversion.updating import update
 from packer.errors import IncompleteDatasetError, OutputError
 from packer.format.backends import Backend
 from packer.format.manifest import Manifest

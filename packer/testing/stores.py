@@ -37,7 +37,7 @@ from packer.errors import ObjectNotFoundError, StoreError
 from packer.format.manifest import MANIFEST_NAME
 from packer.format.shardset import ShardSet
 from packer.store.base import Store
-from packer.store.cache import NodeCache
+from packer.store.cache.node import NodeCache
 from packer.store.urls import STORES, open_store, register_store, scheme_of
 from packer.testing.plugins import registered
 from packer.testing.snapshots import files_under

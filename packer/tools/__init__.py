@@ -1,7 +1,7 @@
 """Layer 4, what users run on a finished dataset: info, verify, show, export, preview, bench, demo.
 
 (:func:`packer.tools.bench.bench` is not re-exported here: the name is its module's.) Only
-:mod:`~packer.tools.bench`, :mod:`~packer.tools.profiling` and :mod:`~packer.tools.demo`
+:mod:`~packer.tools.bench`, :mod:`~packer.tools.profiling` and :mod:`~packer.tools.demo.run`
 import torch; names are imported on first use, so ``packer verify`` never loads it.
 """
 
@@ -13,11 +13,11 @@ from packer.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from packer.tools.bench import BenchReport
-    from packer.tools.demo import DemoReport, run_demo
-    from packer.tools.export import ExportResult, export_dataset
+    from packer.tools.demo.run import DemoReport, run_demo
+    from packer.tools.export.writer import ExportResult, export_dataset
     from packer.tools.findings import Problem, VerifyReport
     from packer.tools.info import dataset_info
-    from packer.tools.preview import ContactSheet, make_contact_sheet, write_contact_sheet
+    from packer.tools.preview.sheet import ContactSheet, make_contact_sheet, write_contact_sheet
     from packer.tools.publish import (
         PushResult,
         RemoteGcResult,
@@ -38,14 +38,14 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     ".verify": ["verify_dataset"],
     ".findings": ["Problem", "VerifyReport"],
     ".show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
-    ".export": ["ExportResult", "export_dataset"],
-    ".preview": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
+    ".export.writer": ["ExportResult", "export_dataset"],
+    ".preview.sheet": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
     ".publish": ["PushResult", "RemoteGcResult", "collect_remote_garbage", "pull_dataset", "push_dataset"],
     ".bench": ["BenchReport"],
-    ".demo": ["DemoReport", "run_demo"],
+    ".demo.run": ["DemoReport", "run_demo"],
 }, __all__, deprecated={
     "LoadProfile": (".profiling", _INTERNAL),
     "profile_loading": (".profiling", _INTERNAL),
     "sweep": (".tuning", _INTERNAL),
-    "make_demo_tree": (".demo_tree", _INTERNAL),
+    "make_demo_tree": (".demo.tree", _INTERNAL),
 })

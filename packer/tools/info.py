@@ -6,11 +6,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from packer.conversion.destination import UPDATE_NAME
+from packer.conversion.destination.state import UPDATE_NAME
 from packer.errors import ManifestError, StoreError
 from packer.format.manifest import MANIFEST_NAME, Manifest, dataset_versions
 from packer.store import Store, open_store
-from packer.store.lease import lease_holders
+from packer.store.lease.claim import lease_holders
 from packer.tools.layout import recorded_listing, source_kind
 
 __all__ = ["dataset_info"]

@@ -8,7 +8,7 @@ these bytes and is skipped: a push after ``packer update`` uploads only the new 
 interrupted push is finished by running it again. Large files go up in parts (the client's
 multipart upload). A reader that opened version 1 keeps reading it after a push of version 2,
 until a gc removes it. A push and a gc of one URL hold the dataset's lease there
-(:mod:`packer.store.lease`: a conditional put), so two never run at once, from any host.
+(:mod:`packer.store.lease.claim`: a conditional put), so two never run at once, from any host.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from packer.errors import NotADatasetError
 from packer.format.manifest import MANIFEST_NAME, VERSIONS_DIR, Manifest, dataset_versions, version_key
 from packer.keys import is_safe_key
 from packer.store import Store, open_store
-from packer.store.fetching import copy_object
-from packer.store.lease import held_lease
+from packer.store.cache.fetching import copy_object
+from packer.store.lease.claim import held_lease
 
 __all__ = ["PushResult", "RemoteGcResult", "collect_remote_garbage", "pull_dataset", "push_dataset"]
 

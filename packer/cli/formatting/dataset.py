@@ -8,8 +8,8 @@ from typing import Any
 
 from packer.cli.formatting.listing import MAX_LISTED, append_listing
 from packer.sizes import format_size
-from packer.tools.export import ExportResult
-from packer.tools.preview import ContactSheet
+from packer.tools.export.writer import ExportResult
+from packer.tools.preview.sheet import ContactSheet
 from packer.tools.show import SampleInfo
 from packer.tools.verify import VerifyReport
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # packer.tools.bench and demo import torch; this module must not
     from packer.tools.bench import BenchReport
-    from packer.tools.demo import DemoReport
+    from packer.tools.demo.run import DemoReport
     from packer.tools.profiling import LoadProfile
 
 __all__ = ["format_bench", "format_demo", "format_profile", "format_sweep"]

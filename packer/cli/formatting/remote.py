@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from packer.sizes import format_size
-from packer.store.cache import CacheInfo
+from packer.store.cache.node import CacheInfo
 from packer.tools.publish import PushResult, RemoteGcResult
 
 __all__ = ["format_cache_info", "format_push", "format_remote_gc"]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from packer.conversion.gc import GcResult
-from packer.conversion.updating import UpdateResult
-from packer.conversion.upgrading import UpgradeResult
+from packer.conversion.maintenance.gc import GcResult
+from packer.conversion.maintenance.updating import UpdateResult
+from packer.conversion.maintenance.upgrading import UpgradeResult
 from packer.sizes import format_size
 
 __all__ = ["format_gc", "format_update", "format_upgrade"]

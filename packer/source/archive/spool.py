@@ -1,0 +1,225 @@
+"""Decompressed copies of ``.tar.gz`` archives, so that workers read members by byte range.
+
+gzip cannot be read from the middle, so the first process on a node that reads a member of a
+compressed archive decompresses it once, sequentially, into a spool file in a node-local
+directory (``$PACKER_SPOOL_DIR``, default ``<tempdir>/packer-spool-<uid>``); every other
+process and worker on the node waits for it (an exclusive ``flock``) and then ``pread``s it.
+The cost is one more sequential decompression and disk space for the uncompressed archive:
+for a huge archive, ``gunzip`` it once and convert the ``.tar``. Members nobody reads (those over
+``max_bytes``) are left as holes, so a small archive that expands to gigabytes of one member
+takes no disk. Before writing, the free space is checked against what will be written (the
+decompressed size the scan found, less the holes; for an archive not scanned so, the gzip
+trailer's size as a first estimate, checked again as the copy grows), so a full disk is one
+clear error naming the archive and the space needed, not a half-written spool.
+
+Spools are named by the archive's path, size and modification time (and its holes), written
+under a temporary name and renamed into place, so a spool that exists is complete and belongs
+to that version of the archive. They do not accumulate: a conversion deletes the spool it made
+when it ends (``Source.close()``, :func:`remove_spool`), and making a spool deletes the spools
+of older versions of the same archive and any spool unused for :data:`MAX_IDLE_SECONDS` (what a
+killed run, or an array task on another node, left behind).
+"""
+
+from __future__ import annotations
+
+import bisect
+import fcntl
+import gzip
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+import zlib
+from collections.abc import Sequence
+from typing import IO, Final
+
+from packer.errors import SourceError
+from packer.sizes import format_size
+from packer.source.archive.gunzip import GzipStream
+
+__all__ = ["MAX_IDLE_SECONDS", "SPOOL_ENV", "ensure_spool", "remove_spool", "spool_dir", "spool_path"]
+
+#: The environment variable naming the spool directory.
+SPOOL_ENV: Final = "PACKER_SPOOL_DIR"
+#: A spool nobody opened for this long is deleted when another spool is made.
+MAX_IDLE_SECONDS: Final = 3 * 24 * 3600
+_CHUNK: Final = 1 << 20
+_RECHECK: Final = 64 << 20  # an estimate outgrown: free space is checked again for this much more
+#: Decompressed byte ranges ``(start, stop)`` left as holes, sorted and apart.
+Holes = Sequence[tuple[int, int]]
+
+
+def spool_dir() -> str:
+    """Where spools live: ``$PACKER_SPOOL_DIR``, else a per-user folder of the temp directory."""
+    return os.environ.get(SPOOL_ENV) or os.path.join(tempfile.gettempdir(), f"packer-spool-{os.getuid()}")
+
+
+def _archive_key(path: str) -> str:
+    return hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()[:20]
+
+
+def _version(size: int, mtime_ns: int) -> str:
+    return hashlib.sha256(f"{size}:{mtime_ns}".encode()).hexdigest()[:12]
+
+
+def spool_path(path: str, size: int, mtime_ns: int, holes: Holes = ()) -> str:
+    """The spool of the archive ``path`` as it was (``size`` bytes, modified at ``mtime_ns``),
+    with ``holes`` left out: a spool with other holes is another file, never reused for it."""
+    extent = "-" + hashlib.sha256(repr(tuple(holes)).encode()).hexdigest()[:8] if holes else ""
+    return os.path.join(spool_dir(), f"{_archive_key(path)}-{_version(size, mtime_ns)}{extent}.tar")
+
+
+def ensure_spool(path: str, size: int, mtime_ns: int, *, expanded: int = -1, holes: Holes = ()) -> str:
+    """The spool of ``path``, made now (under the node-wide lock) if no process made it yet.
+
+    ``expanded`` is how many bytes the archive decompresses to, as its scan found (-1: not
+    known), ``holes`` the decompressed ranges nobody reads, left out. A damaged gzip stream is
+    decompressed as far as it goes; the scan already reported where it fails, and members past
+    that point are never read.
+
+    Raises:
+        SourceError: the spool needs more space than is free, or cannot be written (no space,
+            no permission); the message names the archive, the directory, the space needed,
+            :data:`SPOOL_ENV` and ``gunzip`` as ways out.
+    """
+    final = spool_path(path, size, mtime_ns, holes)
+    if _touch(final):
+        return final
+    folder = os.path.dirname(final)
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        with open(final + ".lock", "a+b") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                if _touch(final):
+                    return final
+                _prune(folder, _archive_key(path), keep=final)
+                _decompress(path, final, expanded, holes)
+            finally:
+                if os.path.exists(final):
+                    _unlink(final + ".lock")
+    except OSError as err:
+        raise SourceError(f"Cannot write the decompressed copy of {path!r} in {folder!r}: "
+                          f"{err.strerror or err}. Free space there (it needs the archive's "
+                          f"uncompressed size), point {SPOOL_ENV} at a larger local disk, or gunzip "
+                          "the archive and convert the .tar.") from err
+    return final
+
+
+def _decompress(path: str, final: str, expanded: int, holes: Holes) -> None:
+    temporary = f"{final}.{os.getpid()}.tmp"
+    folder = os.path.dirname(final)
+    try:
+        with open(path, "rb") as source, open(temporary, "wb") as target:
+            total = _expected(source) if expanded < 0 else expanded
+            left_out = sum(min(stop, total) - start for start, stop in holes if start < total)
+            checked = _check_space(path, folder, max(0, total - left_out))
+            stream = GzipStream(source)
+            position = written = 0
+            while True:
+                try:
+                    chunk = stream.read1(_CHUNK)
+                except (EOFError, zlib.error, gzip.BadGzipFile):
+                    break  # damaged: keep what decompressed; the scan noted it
+                if not chunk:
+                    break
+                count = _write(target, chunk, position, holes)
+                position, written = position + len(chunk), written + count
+                if written > checked:  # outgrew the estimate: check again before writing on
+                    checked = written + _check_space(path, folder, _RECHECK)
+            target.truncate(position)  # a hole at the end still counts for the offsets
+        os.replace(temporary, final)
+    finally:
+        _unlink(temporary)
+
+
+def _expected(source: IO[bytes]) -> int:
+    """A first estimate of an unscanned archive's decompressed size: the last gzip member's
+    ISIZE trailer (its size modulo 2**32), or the file's own size if that is more."""
+    size = os.fstat(source.fileno()).st_size
+    trailer = os.pread(source.fileno(), 4, max(0, size - 4))
+    return max(size, int.from_bytes(trailer, "little") if len(trailer) == 4 else 0)
+
+
+def _check_space(path: str, folder: str, needed: int) -> int:
+    """``needed`` when that much is free in ``folder``.
+
+    Raises:
+        SourceError: less is free; the message names the archive and the space needed.
+    """
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise SourceError(f"Cannot make the decompressed copy of {path!r} in {folder!r}: it needs "
+                          f"{format_size(needed)} and {format_size(free)} is free there. Free space "
+                          f"there, point {SPOOL_ENV} at a larger local disk, or gunzip the archive and "
+                          "convert the .tar.")
+    return needed
+
+
+def _write(target: IO[bytes], chunk: bytes, position: int, holes: Holes) -> int:
+    """Write ``chunk``, which belongs at ``position``, except where it falls in ``holes``;
+    return how many bytes were written."""
+    end, cursor, count = position + len(chunk), position, 0
+    first = bisect.bisect_right(holes, (position, position)) - 1
+    for start, stop in holes[max(0, first):]:
+        if start >= end:
+            break
+        if stop <= cursor:
+            continue
+        if start > cursor:
+            target.seek(cursor)
+            count += target.write(chunk[cursor - position:start - position])
+        cursor = min(stop, end)
+    if cursor < end:
+        target.seek(cursor)
+        count += target.write(chunk[cursor - position:])
+    return count
+
+
+def _touch(path: str) -> bool:
+    """Mark the spool at ``path`` used now; False when there is none."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _prune(folder: str, archive: str, *, keep: str) -> None:
+    """Delete spools of other versions of this archive, and spools (or leftovers of writers
+    that died) idle too long; a spool still open stays readable to whoever has it open."""
+    now = time.time()
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.path == keep or not entry.name.endswith((".tar", ".tmp", ".lock")):
+                continue
+            try:
+                idle = now - entry.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            older_version = entry.name.endswith(".tar") and entry.name.startswith(archive + "-")
+            if older_version or idle > MAX_IDLE_SECONDS:  # a .tmp that old: its writer died
+                _unlink(entry.path)
+
+
+def remove_spool(path: str, size: int, mtime_ns: int) -> bool:
+    """Delete the spools of ``path`` (that version of it, whatever their holes) on this node;
+    True if there was one."""
+    stem = os.path.basename(spool_path(path, size, mtime_ns))[:-len(".tar")]
+    try:
+        with os.scandir(spool_dir()) as entries:
+            found = [e.path for e in entries if e.name.endswith(".tar") and
+                     (e.name == stem + ".tar" or e.name.startswith(stem + "-"))]
+    except FileNotFoundError:
+        return False
+    for spool in found:
+        _unlink(spool)
+    return bool(found)

@@ -1,0 +1,163 @@
+"""Reading rows of Parquet image tables: the reader shard tasks carry to their workers.
+
+A :class:`ParquetReader` pickles as the file paths and the image column's name. In the process
+that reads, it opens one file at a time and decodes one row group's image column at a time,
+kept until a row of another group is asked for: a shard's items are rows in order, so each row
+group is decoded once per process, and memory holds one row group per process. Every read checks
+the row's byte count and digest against the scan's, so a table rewritten under the conversion
+is an error, never a wrong image; the count is checked from the column's offsets before the
+cell is copied out of Arrow's memory, so no cell over ``max_bytes`` is ever copied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from packer.errors import SourceError
+from packer.sizes import format_size
+from packer.source.base import ItemReader, SourceItem
+from packer.source.limits import DEFAULT_MAX_BYTES
+from packer.source.parquet.schema import (
+    EMPTY,
+    MISSING_IMAGE,
+    NEGATIVE,
+    NO_LABEL,
+    OUT_OF_RANGE,
+    TOO_LARGE,
+    UNKNOWN_NAME,
+)
+from packer.source.sourcefile import UnpackableFile
+
+__all__ = ["ParquetReader", "digest_of", "open_table"]
+
+
+def digest_of(data: bytes | memoryview) -> int:
+    """A row's identity digest: BLAKE2b of its bytes, 8 bytes as a signed int64."""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big", signed=True)
+
+
+def open_table(path: str) -> pq.ParquetFile:
+    """The Parquet file at ``path``, its footer read.
+
+    Raises:
+        SourceError: ``path`` is not a Parquet file (or cannot be read); the message says what to do.
+    """
+    try:
+        return pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as err:
+        raise SourceError(f"{path!r} is not a Parquet file that can be read ({err}): give Parquet tables "
+                          "(as the Hugging Face hub ships them), re-download a damaged one, or name the "
+                          "kind of source with source_format=. Nothing was written.") from None
+
+
+def _skip(item: SourceItem, where: str, max_bytes: int) -> UnpackableFile:
+    """The reason the row behind ``item`` is skipped, from its locator."""
+    code, value = item.locator[4], item.locator[5]
+    reasons = {
+        MISSING_IMAGE: ("missing_image", "the image has no bytes in the table (a table that only names "
+                                         "image files by path: convert those files as a tree or list)"),
+        EMPTY: ("empty_file", "the image has zero bytes"),
+        NO_LABEL: ("missing_label", "the label is null"),
+        NEGATIVE: ("missing_label", f"the label is {value} (negative: an unlabelled row)"),
+        OUT_OF_RANGE: ("missing_label", f"the label {value} is not one of the table's ClassLabel names"),
+        UNKNOWN_NAME: ("missing_label", "the label is not one of the table's ClassLabel names"),
+        TOO_LARGE: ("too_large", f"the image has {value} bytes, over max_bytes ({format_size(max_bytes)}): "
+                                 "raise max_bytes to pack it"),
+    }
+    reason, detail = reasons[code]
+    return UnpackableFile(reason, f"row {item.locator[3]} of {where}: {detail}")
+
+
+class ParquetReader(ItemReader):
+    """Reads rows' image bytes from ``files`` (column path ``leaf``: ``image.bytes`` or a binary
+    column ``column``), none over ``max_bytes``; see the module docstring."""
+
+    def __init__(self, files: tuple[str, ...], leaf: str, column: str, *,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.files = files
+        self.leaf = leaf
+        self.column = column
+        self.max_bytes = max_bytes
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()  # update --checksum reads from threads
+        self._file: tuple[int, pq.ParquetFile] | None = None
+        self._group: tuple[int, int, pa.Array] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"files": self.files, "leaf": self.leaf, "column": self.column, "max_bytes": self.max_bytes}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update({"max_bytes": DEFAULT_MAX_BYTES, **state})
+        self._reset()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ParquetReader) and self.__getstate__() == other.__getstate__()
+
+    def __hash__(self) -> int:
+        return hash((self.files, self.leaf))
+
+    def where(self, relpath: str) -> str:
+        """The table and the row's key (``train-00000.parquet:cat/1.jpg``)."""
+        return f"{self.files[0] if len(self.files) == 1 else os.path.dirname(self.files[0])}:{relpath}"
+
+    def _column(self, number: int, group: int) -> pa.Array:
+        """Row group ``group`` of file ``number``'s image bytes, decoded once per process."""
+        if self._group is not None and self._group[:2] == (number, group):
+            return self._group[2]
+        self._group = None
+        path = self.files[number]
+        try:
+            if self._file is None or self._file[0] != number:
+                self._file = None
+                self._file = (number, pq.ParquetFile(path))
+            table = self._file[1].read_row_group(group, columns=[self.leaf], use_threads=False)
+        except (pa.ArrowException, OSError, IndexError) as err:
+            raise SourceError(f"Reading row group {group} of {path!r} failed ({err}): the table changed "
+                              "or broke during the conversion. Restore it, then run the same conversion "
+                              "again with resume=True (or convert again with overwrite=True).") from None
+        column = table.column(0).combine_chunks()
+        if self.leaf != self.column:
+            column = column.flatten()[0]  # the struct read holds only 'bytes' (null where it is)
+        self._group = (number, group, column)
+        return column
+
+    def read(self, item: SourceItem) -> bytes:
+        """The row's image bytes; see :meth:`ItemReader.read`."""
+        number, group, row = item.locator[:3]
+        if item.locator[4] != 0:
+            raise _skip(item, self.files[number], self.max_bytes)
+        if self._pid != os.getpid():  # a forked child never uses its parent's handle (or lock)
+            self._reset()
+        with self._lock:
+            column = self._column(number, group)
+        cell = column[row] if row < len(column) else None
+        if cell is None or not cell.is_valid:
+            raise self._changed(item, number)
+        length = pc.binary_length(cell).as_py()  # from the offsets: nothing copied yet
+        if length != item.size or length > self.max_bytes:
+            raise self._changed(item, number)
+        data = cell.as_py()
+        if digest_of(data) != item.mtime_ns:
+            raise self._changed(item, number)
+        return bytes(data)
+
+    def _changed(self, item: SourceItem, number: int) -> SourceError:
+        return SourceError(f"Row {item.locator[3]} of {self.files[number]!r} changed during the "
+                           "conversion (its image bytes differ from the scan's): convert again with "
+                           "overwrite=True.")
+
+    def known_skip(self, item: SourceItem) -> str | None:
+        """The reason a row without a usable label or image is skipped (None for the rest)."""
+        if item.locator[4] == 0:
+            return None
+        return _skip(item, self.files[item.locator[0]], self.max_bytes).reason

@@ -1,0 +1,311 @@
+"""Parquet image tables as a source (as the Hugging Face hub ships them), never extracted.
+
+SRC is one ``.parquet`` file, a folder of them (by name) or a glob / brace pattern; samples are
+the rows, files in order and rows in order. :mod:`packer.source.parquet.schema` chooses the
+columns and the classes: a table's ClassLabel names (unused names keep their class, with no
+samples, like a list file's gaps; every file must give the same names), else integer labels
+(classes ``"0"`` to the largest), else class names sorted as ImageFolder sorts folders.
+
+Scanning reads the label column, the other scalar columns (kept per sample as metadata, text
+cut to 64 KiB) and the image column once, one row group at a time, so memory stays bounded by one
+row group: a row's identity is its byte count and a digest of its bytes (BLAKE2b, 8 bytes as a
+signed int64, in the ``mtime_ns`` slot; a row has no mtime). A row's key is its image ``path``
+when every row has one, all relative and different; else ``<file>/<row:08d><suffix>``
+(``<file>``: the file's path below the files' common folder, without ``.parquet``).
+
+A row that cannot be a sample is still an item, listed as skipped when the conversion reaches it:
+a null image ``missing_image``, empty bytes ``empty_file``, more bytes than ``max_bytes``
+``too_large`` (told from the column's offsets: the cell is never copied; it counts as
+``max_bytes + 1`` bytes in plans), a null label, a negative one (how Hugging Face marks
+unlabelled rows), one outside the ClassLabel names or an unknown name ``missing_label``. Such
+items carry label 0, never used (a skipped item has no target), and an identity marked by the
+reason, so a row that gets its label later is a changed input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from packer.errors import EmptySourceError, SourceError, SourceNotFoundError
+from packer.source.base import ScanReport, Source, SourceIndex, SourceItem, SourceOptions
+from packer.source.limits import DEFAULT_MAX_BYTES, max_bytes_of
+from packer.source.parquet.read import ParquetReader, digest_of, open_table
+from packer.source.parquet.schema import (
+    EMPTY,
+    LABEL_CODES,
+    MISSING_IMAGE,
+    OK,
+    TOO_LARGE,
+    TableLayout,
+    image_suffix,
+    json_value,
+    label_targets,
+    table_layout,
+)
+from packer.source.registry import expand_pattern
+
+__all__ = ["ParquetReader", "ParquetSource", "parquet_files"]
+
+#: Rows decoded at a time while scanning (memory: at most one row group's column chunks).
+_BATCH_ROWS = 256
+
+
+def parquet_files(location: str) -> list[str]:
+    """The Parquet files ``location`` names (a file, a folder of them, a pattern), in order.
+
+    Raises:
+        SourceNotFoundError: nothing is there, or the pattern or folder names no file.
+        SourceError: a folder that holds other things than ``.parquet`` files.
+    """
+    if os.path.isdir(location):
+        names = sorted(n for n in os.listdir(location) if not n.startswith("."))
+        others = [n for n in names
+                  if not (n.endswith(".parquet") and os.path.isfile(os.path.join(location, n)))]
+        if others:
+            raise SourceError(f"The folder {location!r} holds {others[0]!r}, which is not a .parquet file: "
+                              f"give the files as a pattern ({os.path.join(location, '*.parquet')!r}).")
+        if not names:
+            raise SourceNotFoundError(f"The folder {location!r} holds no .parquet file.")
+        return [os.path.join(location, n) for n in names]
+    if os.path.isfile(location):
+        return [location]
+    found = [os.path.abspath(p) for p in expand_pattern(location)] if location else []
+    missing = [p for p in found if not os.path.isfile(p)]
+    if not found or missing or found == [os.path.abspath(location)]:
+        what = f"names {missing[0]!r}, which is not a file" if missing else "matches no file"
+        raise SourceNotFoundError(f"Parquet source {location!r} {what}: give a .parquet file, a folder of "
+                                  "them, or a pattern (train-*.parquet, train-{00000..00009}.parquet).")
+    return found
+
+
+@dataclass
+class _Rows:
+    """What scanning gathered, one entry per row in sample order."""
+
+    locators: list[tuple[int, int, int, int]] = field(default_factory=list)  # file, group, row, row in file
+    sizes: list[int] = field(default_factory=list)
+    digests: list[int] = field(default_factory=list)
+    images: list[int] = field(default_factory=list)  # OK, MISSING_IMAGE, EMPTY or TOO_LARGE
+    suffixes: list[str] = field(default_factory=list)
+    paths: list[str | None] = field(default_factory=list)
+    labels: list[Any] = field(default_factory=list)
+    metadata: list[str] = field(default_factory=list)
+    cut_texts: dict[str, int] = field(default_factory=dict)
+
+
+def _scan_file(number: int, path: str, handle: pq.ParquetFile, layout: TableLayout, rows: _Rows,
+               max_bytes: int) -> None:
+    """Append the rows of one file, a batch at a time (images over ``max_bytes``: ``TOO_LARGE``)."""
+    columns = [layout.image_column, layout.label_column, *layout.metadata_columns]
+    row_in_file = 0
+    for group in range(handle.metadata.num_row_groups):
+        row = 0
+        try:
+            batches = list(handle.iter_batches(batch_size=_BATCH_ROWS, row_groups=[group], columns=columns,
+                                               use_threads=False))
+        except (pa.ArrowException, OSError) as err:
+            raise SourceError(f"Reading row group {group} of the Parquet file {path!r} failed ({err}): "
+                              "repair or re-download the file. Nothing was written.") from None
+        for batch in batches:
+            image = batch.column(layout.image_column)
+            paths: list[str | None] = [None] * batch.num_rows
+            if layout.image_field is not None:
+                parts = dict(zip([f.name for f in image.type], image.flatten(), strict=True))
+                if layout.has_path:
+                    paths = parts["path"].to_pylist()
+                image = parts["bytes"]
+            _add_images(image, rows, max_bytes)
+            label = batch.column(layout.label_column)
+            if pa.types.is_dictionary(label.type):
+                label = label.dictionary_decode()
+            rows.labels += label.to_pylist()
+            rows.paths += paths
+            _add_metadata(batch, layout, rows)
+            for _ in range(batch.num_rows):
+                rows.locators.append((number, group, row, row_in_file))
+                row += 1
+                row_in_file += 1
+
+
+def _add_images(column: pa.Array, rows: _Rows, max_bytes: int) -> None:
+    """Sizes, digests and suffixes of a batch's image bytes, hashed in place (no copy); sizes
+    from the offsets, so a cell over ``max_bytes`` is told without copying it."""
+    if not pa.types.is_large_binary(column.type) and not pa.types.is_binary(column.type):
+        column = column.cast(pa.large_binary())
+    wide = pa.types.is_large_binary(column.type)
+    buffers = column.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)[
+        column.offset:column.offset + len(column) + 1]
+    data = memoryview(buffers[2]) if buffers[2] is not None else memoryview(b"")
+    nulls = column.is_null().to_numpy(zero_copy_only=False)
+    for i in range(len(column)):
+        start, stop = int(offsets[i]), int(offsets[i + 1])
+        value = data[start:stop]
+        rows.sizes.append(0 if nulls[i] else stop - start)
+        rows.digests.append(-1 if nulls[i] else digest_of(value))
+        rows.images.append(MISSING_IMAGE if nulls[i] else EMPTY if stop == start else
+                           TOO_LARGE if stop - start > max_bytes else OK)
+        rows.suffixes.append("" if nulls[i] else image_suffix(value))
+
+
+def _add_metadata(batch: pa.RecordBatch, layout: TableLayout, rows: _Rows) -> None:
+    if not layout.metadata_columns:
+        return
+    values = [batch.column(name).to_pylist() for name in layout.metadata_columns]
+    for cells in zip(*values, strict=True):
+        record = {}
+        for name, cell in zip(layout.metadata_columns, cells, strict=True):
+            record[name], cut = json_value(cell)
+            if cut:
+                rows.cut_texts[name] = rows.cut_texts.get(name, 0) + 1
+        rows.metadata.append(json.dumps(record, sort_keys=True, ensure_ascii=False))
+
+
+def _relpaths(files: list[str], rows: _Rows) -> tuple[list[str], str | None]:
+    """Each row's key, and a note when the rows' image paths could not be the keys."""
+    clean = [_clean(p) for p in rows.paths]
+    if clean and all(clean) and len(set(clean)) == len(clean):
+        return [c for c in clean if c], None
+    base = os.path.commonpath([os.path.dirname(f) for f in files])
+    stems = [os.path.relpath(f, base).replace(os.sep, "/").removesuffix(".parquet") for f in files]
+    keys = []
+    for (number, _, _, row), path, suffix in zip(rows.locators, rows.paths, rows.suffixes, strict=True):
+        ext = posixpath.splitext(path)[1] if path and posixpath.splitext(path)[1] else suffix
+        keys.append(f"{stems[number]}/{row:08d}{ext}")
+    if not any(rows.paths):
+        return keys, None
+    why = ("some rows have none" if not all(rows.paths) else "some are not relative paths inside a folder"
+           if not all(clean) else "they are not all different")
+    return keys, (f"Samples are named <file>/<row><suffix>, not by their image paths: {why} (the paths "
+                  "are kept as the metadata field 'image_path').")
+
+
+def _clean(path: str | None) -> str | None:
+    if not path:
+        return None
+    clean = posixpath.normpath(path.replace("\\", "/"))
+    if posixpath.isabs(clean) or clean in (".", "..") or clean.startswith("../"):
+        return None
+    return clean
+
+
+def _with_image_paths(rows: _Rows) -> list[str]:
+    """Each row's metadata with its image path added (``image_path``), when paths are not keys."""
+    records = [json.loads(m) for m in rows.metadata] if rows.metadata else [{} for _ in rows.paths]
+    for record, path in zip(records, rows.paths, strict=True):
+        record["image_path"] = path
+    return [json.dumps(r, sort_keys=True, ensure_ascii=False) for r in records]
+
+
+def scan_parquet(files: list[str], *, image_column: str | None, label_column: str | None,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[SourceIndex, TableLayout]:
+    """Index the rows of ``files`` (see the module docstring); reads no image twice, and an
+    image over ``max_bytes`` is ``too_large``.
+
+    Raises:
+        SourceError: a file that is not Parquet, lacks the columns or disagrees with the first
+            on them; the message names the file and the fix.
+        EmptySourceError: the tables hold no row.
+    """
+    rows = _Rows()
+    layout: TableLayout | None = None
+    for number, path in enumerate(files):
+        handle = open_table(path)
+        try:
+            mine = table_layout(path, handle.schema_arrow, image_column=image_column,
+                                label_column=label_column)
+            if layout is None:
+                layout = mine
+            elif (why := layout.differs(mine)) is not None:
+                raise SourceError(f"The Parquet file {path!r} does not match {files[0]!r}: {why}. Convert "
+                                  "files of one table together (nothing was written).")
+            _scan_file(number, path, handle, mine, rows, max_bytes)
+        finally:
+            handle.close()
+    named = repr(files[0]) if len(files) == 1 else f"({len(files)} files: {files[0]!r}, ...)"
+    if layout is None or not rows.locators:
+        raise EmptySourceError(f"The Parquet source {named} holds no row: nothing to convert.")
+    classes, labelled = label_targets(layout, rows.labels)
+    if not classes:
+        raise EmptySourceError(f"No row of the Parquet source {named} has a usable label in the column "
+                               f"{layout.label_column!r} (all null or negative): name the label column "
+                               "with label_column=.")
+    relpaths, note = _relpaths(files, rows)
+    notes = [note] if note else []
+    metadata_columns = layout.metadata_columns
+    metadata = rows.metadata
+    if note and "image_path" not in metadata_columns:
+        metadata_columns, metadata = (*metadata_columns, "image_path"), _with_image_paths(rows)
+    for name, count in sorted(rows.cut_texts.items()):
+        notes.append(f"{count} value(s) of the column {name!r} were cut to 64 KiB of text in the metadata.")
+    if layout.left_out:
+        notes.append(f"The columns {list(layout.left_out)} hold binary or nested values: not kept as "
+                     "metadata.")
+    items = []
+    for i, relpath in enumerate(relpaths):
+        target, label_code = labelled[i]
+        code = rows.images[i] if rows.images[i] != OK else label_code
+        digest = rows.digests[i]
+        if code in LABEL_CODES:
+            digest = digest_of(b"%d|%d|%d" % (code, target, digest))
+        value = target if code in LABEL_CODES else rows.sizes[i] if code == TOO_LARGE else 0
+        size = min(rows.sizes[i], max_bytes + 1)  # a plan never counts more than the bound
+        items.append(SourceItem(relpath, target if code == OK else 0, size, digest,
+                                (*rows.locators[i], code, value)))
+    index = SourceIndex(os.path.commonpath(files) if len(files) > 1 else files[0], classes, tuple(items),
+                        ScanReport(notes=tuple(notes)), metadata=tuple(metadata),
+                        metadata_columns=tuple(metadata_columns))
+    return index, layout
+
+
+class ParquetSource(Source):
+    """Parquet image tables: one file, a folder of them or a pattern (see the module docstring)."""
+
+    kind: ClassVar[str] = "parquet"
+    takes: ClassVar[frozenset[str]] = frozenset({"image_column", "label_column"})
+
+    def __init__(self, location: str, options: SourceOptions) -> None:
+        super().__init__(location, options)
+        self.files = parquet_files(location)
+        self.max_bytes = max_bytes_of(options)
+        self._scanned: tuple[SourceIndex, TableLayout] | None = None
+
+    def _scan(self) -> tuple[SourceIndex, TableLayout]:
+        if self._scanned is None:
+            self._scanned = scan_parquet(self.files, image_column=self.options.image_column,
+                                         label_column=self.options.label_column, max_bytes=self.max_bytes)
+        return self._scanned
+
+    def scan(self) -> SourceIndex:
+        """:func:`scan_parquet` of this source's files, once."""
+        return self._scan()[0]
+
+    def reader(self) -> ParquetReader:
+        """Reads rows' image bytes, a row group at a time per process."""
+        layout = self._scan()[1]
+        return ParquetReader(tuple(self.files), layout.image_leaf, layout.image_column,
+                             max_bytes=self.max_bytes)
+
+    def describe(self) -> str:
+        """``Parquet tables (3 files)``."""
+        return f"Parquet tables ({len(self.files)} file{'s' if len(self.files) != 1 else ''})"
+
+    def inside(self) -> str:
+        """The file, the folder, or for a pattern the folder its files share (DST may not hold it)."""
+        if len(self.files) == 1 or os.path.isdir(self.location):
+            return self.location if os.path.exists(self.location) else self.files[0]
+        return os.path.commonpath([os.path.dirname(f) for f in self.files])
+
+    def params(self) -> dict[str, Any]:
+        """The columns chosen, how labels became classes, and the number of files."""
+        layout = self._scan()[1]
+        return {"image_column": layout.image_column, "label_column": layout.label_column,
+                "labels": layout.label_kind, "files": len(self.files)}

@@ -1,0 +1,235 @@
+"""Bytes of remote objects through the node cache: whole files, or byte ranges by blocks.
+
+An object named by its content (``content_id``: its SHA-256, from the manifest) is cut into
+fixed blocks (:data:`BLOCK_SIZE`); a range is served from the blocks it covers. Missing blocks
+are fetched through :class:`~packer.store.cache.node.NodeCache` (so each byte is fetched once per
+node, however many processes want it), adjacent ones coalesced into one ranged GET, and the GETs
+of one call, across any number of objects, issued concurrently from one pool per process.
+Blocks keep reads aligned whatever the batch, so a later epoch, another worker or another job
+finds the same cache entries; small blocks keep a cache far below the dataset from fetching
+much more than the records read. A run of blocks is fetched under its first block's cache lock,
+so processes asking for it at the same moment fetch it once; processes whose runs merely
+overlap may fetch the overlap twice (the cache keeps one copy).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import IO, Final
+
+from packer.store.base import Store
+from packer.store.cache.node import NodeCache
+
+__all__ = ["BLOCK_SIZE", "CachedObject", "copy_object", "fetch_blocks", "read_ranges_of"]
+
+#: Bytes per cached block of a ranged read (a few records of a photo dataset).
+BLOCK_SIZE: Final = 256 << 10
+#: A block: its bytes, just fetched, or the cache file holding them.
+Block = str | memoryview
+#: Bytes per GET when a whole file is staged (several in flight, written in order).
+_PART: Final = 16 << 20
+_POOL_THREADS: Final = 32
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid: int | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    """This process's fetch pool (a forked child makes its own: threads do not survive fork)."""
+    global _pool, _pool_pid
+    pid = os.getpid()
+    if _pool_pid != pid:
+        with _pool_lock:
+            if _pool_pid != pid:
+                _pool = ThreadPoolExecutor(_POOL_THREADS, thread_name_prefix="packer-fetch")
+                _pool_pid = pid
+    assert _pool is not None  # noqa: S101 - set just above
+    return _pool
+
+
+def _reinit_lock_after_fork() -> None:
+    global _pool_lock
+    _pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reinit_lock_after_fork)
+
+
+@dataclass(frozen=True)
+class CachedObject:
+    """One immutable remote object (``key`` in ``store``, ``size`` bytes, named by content)."""
+
+    store: Store
+    key: str
+    size: int
+    content_id: str
+    cache: NodeCache
+    block_size: int = BLOCK_SIZE
+
+    @property
+    def url(self) -> str:
+        """The object's URL, for messages."""
+        return self.store.describe(self.key)
+
+    def _block_key(self, block: int) -> str:
+        return f"{self.content_id[:32]}/b{self.block_size >> 10}k-{block:07d}"
+
+    def _block_span(self, block: int) -> tuple[int, int]:
+        start = block * self.block_size
+        return start, min(start + self.block_size, self.size)
+
+    def local_copy(self, check: Callable[[str], None] | None = None) -> str:
+        """A complete local copy in the cache (downloaded once per node); ``check`` may raise
+        on the downloaded file (then nothing is kept)."""
+        suffix = os.path.splitext(self.key)[1]
+        return self.cache.fetch(f"files/{self.content_id[:32]}{suffix}", self.size, self._download,
+                                check=check)
+
+    def _download(self, handle: IO[bytes]) -> None:
+        copy_object(self.store, self.key, self.size, handle)
+
+    def cached_blocks(self, blocks: Sequence[int]) -> dict[int, Block]:
+        """The blocks already in the cache, with their files."""
+        found: dict[int, Block] = {}
+        for block in blocks:
+            path = self.cache.lookup(self._block_key(block))
+            if path is not None:
+                found[block] = path
+        return found
+
+    def _fetch_run(self, first: int, last: int) -> dict[int, Block]:
+        """Fetch blocks ``first..last`` in one GET and store each as its own cache entry.
+
+        The GET runs under the first block's cache lock, so a process asking for the same run
+        at the same moment waits and then finds the blocks instead of fetching them again.
+        Returns each block's bytes as fetched (a read never depends on the cache keeping them:
+        under a bound smaller than a batch's blocks they may be evicted at once), or the cache
+        file of a block another process fetched.
+        """
+        start, stop = self._block_span(first)[0], self._block_span(last)[1]
+        got: dict[int, memoryview] = {}
+
+        def download(handle: IO[bytes]) -> None:
+            data = memoryview(self.store.read_range(self.key, start, stop))
+            for block in range(first, last + 1):
+                lo, hi = self._block_span(block)
+                got[block] = data[lo - start:hi - start]
+            handle.write(got[first])
+
+        lo, hi = self._block_span(first)
+        path = self.cache.fetch(self._block_key(first), hi - lo, download)
+        blocks: dict[int, Block] = {first: got.get(first, path)}
+        for block in range(first + 1, last + 1):
+            if block in got:
+                lo, hi = self._block_span(block)
+                self.cache.fetch(self._block_key(block), hi - lo, _writer(got[block]))
+                blocks[block] = got[block]
+            else:  # another process fetched this run: take its blocks (or fetch the stragglers)
+                blocks.update(self._fetch_run(block, block))
+        return blocks
+
+    def blocks_of(self, ranges: Sequence[tuple[int, int]]) -> list[int]:
+        """The blocks the byte ranges cover, sorted."""
+        wanted: set[int] = set()
+        for start, stop in ranges:
+            if stop > start:
+                wanted.update(range(start // self.block_size, (stop - 1) // self.block_size + 1))
+        return sorted(wanted)
+
+    def read_range(self, start: int, stop: int, files: dict[int, Block]) -> bytes:
+        """Bytes ``start:stop`` assembled from blocks (``files``, from :func:`fetch_blocks`)."""
+        out = bytearray()
+        for block in self.blocks_of([(start, stop)]):
+            lo, hi = self._block_span(block)
+            out += self._piece(block, files, max(start, lo), min(stop, hi))
+        return bytes(out)
+
+    def _piece(self, block: int, files: dict[int, Block], start: int, stop: int) -> bytes:
+        """Bytes ``start:stop`` (within one block), from the bytes just fetched or its cache
+        file. A block evicted between lookup and open is fetched again; one the cache cannot
+        keep long enough to be opened is read straight from the store."""
+        lo = self._block_span(block)[0]
+        for _ in range(2):
+            path = files.get(block)
+            if isinstance(path, memoryview):
+                return bytes(path[start - lo:stop - lo])
+            if path is not None:
+                try:
+                    with open(path, "rb") as handle:
+                        return os.pread(handle.fileno(), stop - start, start - lo)
+                except FileNotFoundError:
+                    pass
+            files.update(self._fetch_run(block, block))
+        return self.store.read_range(self.key, start, stop)
+
+    def forget(self, start: int, stop: int) -> None:
+        """Drop the cached blocks of a range (their bytes proved wrong)."""
+        for block in self.blocks_of([(start, stop)]):
+            path = self.cache.lookup(self._block_key(block))
+            try:
+                if path is not None:
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+
+def copy_object(store: Store, key: str, size: int, handle: IO[bytes]) -> None:
+    """Write the ``size`` bytes of ``key`` to ``handle`` in order, fetched in 16 MiB parts,
+    a few at once (bounded memory, several GETs in flight)."""
+    pool = _executor()
+    window = 4
+    pending: list[Future[bytes]] = []
+    for start in range(0, size, _PART):
+        pending.append(pool.submit(store.read_range, key, start, min(start + _PART, size)))
+        if len(pending) >= window:
+            handle.write(pending.pop(0).result())
+    for future in pending:
+        handle.write(future.result())
+
+
+def _writer(piece: memoryview) -> Callable[[IO[bytes]], None]:
+    """A cache download that writes bytes already fetched."""
+    def write(handle: IO[bytes]) -> None:
+        handle.write(piece)
+
+    return write
+
+
+def _runs(blocks: Sequence[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for block in blocks:
+        if runs and runs[-1][1] == block - 1:
+            runs[-1] = (runs[-1][0], block)
+        else:
+            runs.append((block, block))
+    return runs
+
+
+def fetch_blocks(requests: Sequence[tuple[CachedObject, Sequence[tuple[int, int]]]]
+                 ) -> list[dict[int, Block]]:
+    """Make sure every block the ranges cover is cached, fetching the missing ones of all
+    objects concurrently (adjacent blocks of an object in one GET); return each object's block
+    files."""
+    pool = _executor()
+    out: list[dict[int, Block]] = []
+    futures: list[tuple[int, Future[dict[int, Block]]]] = []
+    for number, (obj, ranges) in enumerate(requests):
+        blocks = obj.blocks_of(ranges)
+        found = obj.cached_blocks(blocks)
+        out.append(found)
+        futures.extend((number, pool.submit(obj._fetch_run, first, last))
+                       for first, last in _runs([b for b in blocks if b not in found]))
+    for number, future in futures:
+        out[number].update(future.result())
+    return out
+
+
+def read_ranges_of(obj: CachedObject, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    """The bytes of each range of one object, through the cache."""
+    files = fetch_blocks([(obj, ranges)])[0]
+    return [obj.read_range(start, stop, files) for start, stop in ranges]

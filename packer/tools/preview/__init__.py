@@ -1,0 +1,4 @@
+"""Contact sheets of a dataset: which samples, drawn as PNG or HTML.
+
+Every module here is internal; the public names are exported by ``packer``.
+"""

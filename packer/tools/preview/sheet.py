@@ -1,0 +1,163 @@
+"""Contact sheets of a packed dataset: see at a glance that labels and images match.
+
+A sheet has one row per class, in dataset order: a header with the class name, index and
+sample count, then up to ``per_class`` thumbnails of that class, each captioned
+``class · #index``. Which samples: a seeded random-looking choice per class that depends only
+on ``seed`` and the sample indices (see :func:`packer.tools.selection.pick_samples`: the same on every
+machine, whatever other classes are selected; a larger ``per_class`` adds samples), shown in
+index order. Images are decoded through the dataset's codec, exactly as ``ds[i]`` returns them
+(no EXIF rotation or anything else the dataset does not do), then scaled to fit a
+``thumb`` x ``thumb`` cell with their aspect ratio kept (small images are enlarged, pixelated
+on purpose) and letterboxed on grey. A sample that does not decode gets a pink cell saying so,
+and is listed in :attr:`ContactSheet.failed`; run ``packer verify DST --deep``.
+
+The sheet is a PNG, or (``html=True``) one self-contained HTML page: the same grid, each
+thumbnail an inline JPEG, with the dataset summary (see :mod:`packer.tools.preview.html`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from PIL import Image
+
+from packer.format.codecs import get_codec
+from packer.format.manifest import Manifest
+from packer.format.shardset import ShardSet
+from packer.store.durable import write_named_file
+from packer.tools.preview.draw import PAD, Layout, Painter, Pen, SheetCell, SheetRow
+from packer.tools.preview.html import render_html
+from packer.tools.selection import class_members, pick_samples, select_classes
+
+__all__ = ["MAX_SHEET_PIXELS", "PAD", "ContactSheet", "SheetCell", "SheetRow", "make_contact_sheet",
+           "write_contact_sheet"]
+
+#: The largest sheet drawn: Pillow's own decompression-bomb limit, so any viewer opens it.
+MAX_SHEET_PIXELS: Final = 89_478_485
+_THUMB_RANGE: Final = (16, 1024)
+
+
+@dataclass(frozen=True)
+class ContactSheet:
+    """A drawn contact sheet: the image, its rows and cells, and the dataset it shows."""
+
+    image: Image.Image
+    rows: tuple[SheetRow, ...]
+    thumb: int
+    seed: int
+    root: str
+    manifest: Manifest = field(repr=False)
+
+    @property
+    def cells(self) -> tuple[SheetCell, ...]:
+        """Every thumbnail cell, row by row."""
+        return tuple(cell for row in self.rows for cell in row.cells)
+
+    @property
+    def failed(self) -> tuple[SheetCell, ...]:
+        """Cells whose sample could not be decoded."""
+        return tuple(cell for cell in self.cells if cell.error is not None)
+
+    def png_bytes(self) -> bytes:
+        """The sheet as PNG bytes (the same for the same dataset, options and Pillow)."""
+        buffer = io.BytesIO()
+        self.image.save(buffer, "PNG", optimize=False)
+        return buffer.getvalue()
+
+    def html(self) -> str:
+        """One self-contained HTML page: the dataset summary and the same grid."""
+        return render_html(self)
+
+
+def _check_options(per_class: int, thumb: int, seed: int) -> None:
+    if per_class < 1:
+        raise ValueError(f"per_class must be at least 1, not {per_class}")
+    if not _THUMB_RANGE[0] <= thumb <= _THUMB_RANGE[1]:
+        raise ValueError(f"thumb must be {_THUMB_RANGE[0]} to {_THUMB_RANGE[1]} pixels, not {thumb}")
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be from 0 to 2**64 - 1, not {seed}")
+
+
+def _check_size(layout: Layout, rows: int) -> None:
+    width, height = layout.size(rows)
+    if width * height > MAX_SHEET_PIXELS:
+        raise ValueError(
+            f"a sheet of {rows} classes x {layout.columns} thumbnails of {layout.thumb} px would be "
+            f"{width}x{height} pixels, over the {MAX_SHEET_PIXELS:,} a viewer opens: select fewer "
+            "classes (classes=), fewer samples per class (per_class=) or smaller thumbnails "
+            "(thumb=)")
+
+
+def make_contact_sheet(
+    dst: str | os.PathLike[str],
+    *,
+    per_class: int = 8,
+    classes: Iterable[str] | None = None,
+    seed: int = 0,
+    thumb: int = 128,
+) -> ContactSheet:
+    """Draw a contact sheet of the packed dataset ``dst`` (see the module docstring).
+
+    Args:
+        dst: The DST of a finished ``packer convert``.
+        per_class: Thumbnails per class at most (one column each).
+        classes: Class names to show (items may be comma-separated lists); ``None``: all.
+        seed: Chooses the samples; the same seed always shows the same samples.
+        thumb: Cell size in pixels (16 to 1024).
+
+    Raises:
+        NotADatasetError, IncompleteDatasetError, ManifestError, ShardError: ``dst`` is not
+            a complete, intact packer dataset.
+        UnknownNameError: a class the dataset lacks (the message lists the valid names).
+        ValueError: an option out of range, or a sheet over :data:`MAX_SHEET_PIXELS`.
+    """
+    _check_options(per_class, thumb, seed)
+    shards = ShardSet(dst)
+    manifest = shards.manifest
+    class_ids = select_classes(manifest.classes, classes)
+    index = shards.index
+    members = class_members(index.targets, len(manifest.classes))
+    picked = pick_samples(members, class_ids, per_class=per_class, seed=seed)
+    pen = Pen(max(10, thumb // 10))
+    layout = Layout(thumb, max(1, max((len(p) for p in picked.values()), default=0)), pen.line_height())
+    _check_size(layout, len(class_ids))
+    painter = Painter(layout.blank(len(class_ids)), pen, layout,
+                      get_codec(manifest.codec, manifest.codec_params))
+    try:
+        rows = tuple(painter.row(row, class_id, manifest.classes[class_id], len(members[class_id]),
+                                 picked[class_id], shards.read_many(picked[class_id]), index)
+                     for row, class_id in enumerate(class_ids))
+    finally:
+        shards.close()
+    return ContactSheet(painter.sheet, rows, thumb, seed, shards.root, manifest)
+
+
+def write_contact_sheet(
+    dst: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    html: bool = False,
+    per_class: int = 8,
+    classes: Iterable[str] | None = None,
+    seed: int = 0,
+    thumb: int = 128,
+) -> ContactSheet:
+    """Draw :func:`make_contact_sheet` and write it to ``out`` as PNG, or as HTML with ``html``.
+
+    ``out`` is replaced atomically (a reader never sees half a file).
+
+    Raises:
+        OutputError: ``out`` cannot be written (its folder is missing or read-only, ...).
+        PackerError: anything :func:`make_contact_sheet` raises (and its ValueError).
+    """
+    sheet = make_contact_sheet(dst, per_class=per_class, classes=classes, seed=seed, thumb=thumb)
+    # Names that are not valid UTF-8 (kept with surrogateescape) show as "?" in the page.
+    data = sheet.html().encode("utf-8", "replace") if html else sheet.png_bytes()
+    write_named_file(out, data, "the contact sheet")
+    return sheet
+
+
