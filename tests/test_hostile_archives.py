@@ -34,8 +34,8 @@ from packer.source.archive.members import TRUNCATED
 from packer.source.archive.source import ArchiveSource
 from packer.source.archive.spool import SPOOL_ENV, ensure_spool
 from packer.source.archive.tarindex import index_tar
-from packer.source.base import SourceItem
-from packer.source.limits import DEFAULT_MAX_BYTES, BoundedOptions
+from packer.source.base import SourceItem, SourceOptions
+from packer.source.limits import DEFAULT_MAX_BYTES
 from packer.source.parquet.source import ParquetSource
 from packer.source.sourcefile import SKIP_REASONS, UnpackableFile
 
@@ -237,7 +237,7 @@ def _archive_item(source: ArchiveSource, relpath: str) -> SourceItem:
 
 def test_reading_a_zip_bomb_holds_no_more_than_the_bound(tmp_path: Path) -> None:
     archive = zip_with({**images(2, ".png"), "a/bomb.png": b"\0" * (48 * MiB)}, tmp_path / "bomb.zip")
-    source = ArchiveSource(str(archive), BoundedOptions(max_bytes=MiB))
+    source = ArchiveSource(str(archive), SourceOptions(max_bytes=MiB))
     item = _archive_item(source, "a/bomb.png")
     assert item.size <= MiB + 1  # planned as at most the bound: no map or plan is sized by the claim
     reader = source.reader()
@@ -249,7 +249,7 @@ def test_reading_a_zip_bomb_holds_no_more_than_the_bound(tmp_path: Path) -> None
 def test_a_zip_member_that_expands_past_its_declared_size_stops_there(tmp_path: Path) -> None:
     archive = zip_with({**images(2, ".png"), "a/liar.png": b"\0" * (48 * MiB)}, tmp_path / "liar.zip")
     lie_about_size(archive, "a/liar.png", 1000)
-    source = ArchiveSource(str(archive), BoundedOptions())
+    source = ArchiveSource(str(archive), SourceOptions())
     item = _archive_item(source, "a/liar.png")
     reader = source.reader()
     with pytest.raises(UnpackableFile, match="corrupt_member"):
@@ -282,7 +282,7 @@ def test_a_parquet_cell_over_the_bound_is_skipped_as_too_large(tmp_path: Path, b
 
 def test_reading_a_big_parquet_cell_never_copies_it(tmp_path: Path) -> None:
     path, _ = _parquet_with_a_big_cell(tmp_path, 16 * MiB)
-    source = ParquetSource(str(path), BoundedOptions(max_bytes=MiB))
+    source = ParquetSource(str(path), SourceOptions(max_bytes=MiB))
     item = next(i for i in source.scan().items if i.relpath == "a/big.png")
     reader = source.reader()
     assert reader.known_skip(item) == "too_large"
@@ -361,7 +361,7 @@ def test_a_member_over_the_bound_is_not_spooled(tmp_path: Path, spool: Path) -> 
     tar = tar_bytes({"a/00.png": members["a/00.png"], "a/huge.png": b"\7" * (32 * MiB),
                      **{k: v for k, v in members.items() if k != "a/00.png"}})
     archive = write(tmp_path / "bomb.tar.gz", gzip_member(tar))
-    with ArchiveSource(str(archive), BoundedOptions(max_bytes=MiB)) as source:
+    with ArchiveSource(str(archive), SourceOptions(max_bytes=MiB)) as source:
         index = source.scan()
         reader = source.reader()
         got = {item.relpath: reader.read(item) for item in index.items if item.relpath != "a/huge.png"}
@@ -377,10 +377,10 @@ def test_a_spool_with_holes_is_never_reused_by_a_larger_bound(tmp_path: Path, sp
     members = {"a/00.png": png_bytes(5, 5, 0), "a/mid.png": png_bytes(400, 400, 1),
                "b/01.png": png_bytes(5, 5, 2)}
     archive = write(tmp_path / "x.tar.gz", gzip_member(tar_bytes(members)))
-    small = ArchiveSource(str(archive), BoundedOptions(max_bytes=64 * 1024))
+    small = ArchiveSource(str(archive), SourceOptions(max_bytes=64 * 1024))
     small_reader = small.reader()
     small_reader.read(_archive_item(small, "a/00.png"))  # spooled with a hole where a/mid.png lies
-    large = ArchiveSource(str(archive), BoundedOptions())
+    large = ArchiveSource(str(archive), SourceOptions())
     assert large.reader().read(_archive_item(large, "a/mid.png")) == members["a/mid.png"]
     small.close()
     large.close()
@@ -402,7 +402,7 @@ def test_a_member_claiming_an_absurd_size_is_skipped_and_the_rest_packed(
     packed, skipped, notes = outcome(tmp_path / "dst")
     assert packed == members and skipped == {"b/claim.png": "truncated"}
     assert any("b/claim.png" in note for note in notes)
-    item = _archive_item(ArchiveSource(str(archive), BoundedOptions()), "b/claim.png")
+    item = _archive_item(ArchiveSource(str(archive), SourceOptions()), "b/claim.png")
     assert item.size <= len(tar)
 
 

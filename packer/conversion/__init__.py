@@ -50,7 +50,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 }, __all__, deprecated={
     "ArrayTask": (".arrayjob", _INTERNAL),
     "array_task": (".arrayjob", _INTERNAL),
-    "Destination": (".destination.state", "DST's lifecycle is internal; convert(), update() and merge() run it"),
+    "Destination": (".destination.state",
+                    "DST's lifecycle is internal; convert(), update() and merge() run it"),
     "DestinationState": (".destination.state", "DST's lifecycle is internal"),
     "DEFAULT_SHARD_SIZE": (".options", "it is ConversionOptions().shard_size"),
     "ENGINES": (".engines.select", "use packer.engine_names() and packer.register_engine()"),

@@ -18,7 +18,7 @@ from packer.format.backends import Backend, get_backend
 from packer.format.codecs import CHECK_LEVELS, DEFAULT_MAX_PIXELS, Codec, get_codec
 from packer.sizes import parse_size
 from packer.source.base import SourceOptions
-from packer.source.limits import DEFAULT_MAX_BYTES, BoundedOptions
+from packer.source.limits import DEFAULT_MAX_BYTES
 
 __all__ = ["DEFAULT_SHARD_SIZE", "ConversionOptions", "conversion_options", "option_keywords"]
 
@@ -179,13 +179,13 @@ class ConversionOptions:
     def source_options(self) -> SourceOptions:
         """How to read SRC, for :func:`packer.source.registry.open_source`, with the
         ``max_bytes`` bound (:mod:`packer.source.limits`)."""
-        return BoundedOptions(format=self.source_format, include_hidden=self.include_hidden,
-                              allow_empty=self.allow_empty, is_valid_file=self.is_valid_file,
-                              root=None if self.root is None else os.fspath(self.root),
-                              path_column=self.path_column, label_column=self.label_column,
-                              classes_file=None if self.classes_file is None else
-                              os.fspath(self.classes_file), label_field=self.label_field,
-                              image_column=self.image_column, max_bytes=int(self.max_bytes))
+        return SourceOptions(format=self.source_format, include_hidden=self.include_hidden,
+                             allow_empty=self.allow_empty, is_valid_file=self.is_valid_file,
+                             root=None if self.root is None else os.fspath(self.root),
+                             path_column=self.path_column, label_column=self.label_column,
+                             classes_file=None if self.classes_file is None else
+                             os.fspath(self.classes_file), label_field=self.label_field,
+                             image_column=self.image_column, max_bytes=int(self.max_bytes))
 
     def for_source(self, kind: str) -> ConversionOptions:
         """These options with ``source_format`` set to the kind detected (so it is recorded)."""

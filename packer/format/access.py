@@ -216,8 +216,10 @@ class RangedShardReader(ShardReader):
                 index): refused before anything is fetched or allocated for it.
         """
         rows = self._records()
-        found = [(int(rows[i, 0]), int(rows[i, 0] + rows[i, 1])) for i in indices]
-        for index, (start, stop) in zip(indices, found, strict=True):
+        found = []
+        for index in indices:
+            start, stop = int(rows[index, 0]), int(rows[index, 0] + rows[index, 1])
+            found.append((start, stop))
             if not 0 <= start <= stop <= self.num_bytes:
                 raise ShardError(
                     f"Record {index} of {self.obj.url} claims bytes {start}-{stop}, but the shard "

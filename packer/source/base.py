@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from packer.errors import SourceError
 from packer.keys import check_key, check_name, is_safe_key
 from packer.source.imagecheck import image_dimensions
+from packer.source.limits import DEFAULT_MAX_BYTES
 from packer.source.sourcefile import UnpackableFile
 
 __all__ = ["ItemReader", "ScanReport", "Source", "SourceIndex", "SourceItem", "SourceOptions"]
@@ -158,6 +159,11 @@ class SourceOptions:
     classes_file: str | None = None
     label_field: str | None = None
     image_column: str | None = None
+    max_bytes: int = DEFAULT_MAX_BYTES  # the most bytes of one item read (packer.source.limits)
+
+    def __post_init__(self) -> None:
+        if self.max_bytes <= 0:
+            raise ValueError(f"max_bytes must be positive, not {self.max_bytes}")
 
     def given(self) -> dict[str, Any]:
         """The options set to something other than their default, by name."""

@@ -43,7 +43,7 @@ from typing import Any, ClassVar, Final
 from packer.errors import SourceError, SourceNotFoundError, UnsafeKeyError
 from packer.keys import check_key, check_name
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem
-from packer.source.limits import DEFAULT_MAX_BYTES, max_bytes_of
+from packer.source.limits import DEFAULT_MAX_BYTES
 
 __all__ = ["LABEL_COLUMNS", "LIST_FORMATS", "PATH_COLUMNS", "ListFileSource", "ListSource", "list_format",
            "scan_listfile"]
@@ -315,7 +315,7 @@ class ListFileSource(Source):
             self.listed = scan_listfile(self.location, root=options.root, path_column=options.path_column,
                                         label_column=options.label_column,
                                         classes_file=options.classes_file,
-                                        max_bytes=max_bytes_of(options))
+                                        max_bytes=options.max_bytes)
         return self.listed
 
     def describe(self) -> str:

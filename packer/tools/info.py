@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from packer.conversion.destination.state import UPDATE_NAME
-from packer.errors import ManifestError, StoreError
+from packer.errors import StoreError
 from packer.format.manifest import MANIFEST_NAME, Manifest, dataset_versions
 from packer.store import Store, open_store
 from packer.store.lease.claim import lease_holders
-from packer.tools.layout import recorded_listing, source_kind
+from packer.tools.layout import recorded_listing, source_record
 
 __all__ = ["dataset_info"]
 
@@ -32,20 +32,6 @@ def _leases(store: Store) -> list[dict[str, Any]]:
         return []
 
 
-def _source_record(manifest: Manifest, named: str) -> tuple[str | None, dict[str, Any], list[str]]:
-    """``extra.source``'s kind, params and report notes, each type-checked (a crafted or damaged
-    manifest is a :class:`ManifestError`, not a traceback)."""
-    kind = source_kind(manifest, named)
-    recorded = manifest.extra.get("source") or {}
-    params = recorded.get("params") or {}
-    report = recorded.get("report") or {}
-    notes = report.get("notes") or [] if isinstance(report, dict) else None
-    if not isinstance(params, dict) or not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
-        raise ManifestError(f"{named}: extra.source's params or report notes are not what packer writes; "
-                            "the manifest is damaged: restore the dataset from a copy, or convert it again.")
-    return kind, dict(params), list(notes)
-
-
 def dataset_info(root: str | os.PathLike[str], *,
                  storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Summarise the dataset at ``root`` (a path or a URL) from its manifest alone (no shard
@@ -61,7 +47,7 @@ def dataset_info(root: str | os.PathLike[str], *,
     named = store.describe(MANIFEST_NAME)
     recorded = recorded_listing(manifest, named)
     listing = {"list": recorded} if recorded is not None else {}
-    kind, params, notes = _source_record(manifest, named)
+    kind, params, notes = source_record(manifest, named)
     return {
         **listing,
         "path": path,

@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 from packer.errors import ManifestError
 from packer.format.manifest import Manifest
 
-__all__ = ["TREE_KINDS", "Layout", "path_layout", "recorded_listing", "source_kind"]
+__all__ = ["TREE_KINDS", "Layout", "path_layout", "recorded_listing", "source_kind", "source_record"]
 
 Layout = Literal["tree", "list", "keys"]
 
@@ -62,6 +62,24 @@ def source_kind(manifest: Manifest, source: str) -> str | None:
     if kind is not None and not isinstance(kind, str):
         raise _damaged(source, f"extra.source.kind should be a string, not {type(kind).__name__}")
     return kind
+
+
+def source_record(manifest: Manifest, source: str) -> tuple[str | None, dict[str, Any], list[str]]:
+    """``extra.source``'s kind, params and report notes (what ``info`` shows), each type-checked.
+
+    Raises:
+        ManifestError: as :func:`source_kind`, or params that are no object, notes no strings.
+    """
+    kind = source_kind(manifest, source)
+    recorded = manifest.extra.get("source") or {}
+    params = recorded.get("params") or {}
+    report = recorded.get("report") or {}
+    notes = report.get("notes") or [] if isinstance(report, dict) else None
+    if not isinstance(params, dict):
+        raise _damaged(source, f"extra.source.params should be an object, not {type(params).__name__}")
+    if not isinstance(notes, list) or not all(isinstance(note, str) for note in notes):
+        raise _damaged(source, "extra.source.report.notes should be a list of sentences")
+    return kind, dict(params), list(notes)
 
 
 def recorded_listing(manifest: Manifest, source: str) -> dict[str, Any] | None:

@@ -96,8 +96,8 @@ def update(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, checksum
 
     Raises:
         NotADatasetError, IncompleteDatasetError: DST is not a complete dataset.
-        OutputError: DST was written by packer 0.1 (format 1): :func:`~packer.conversion.maintenance.upgrading.upgrade`
-            it first.
+        OutputError: DST was written by packer 0.1 (format 1):
+            :func:`~packer.conversion.maintenance.upgrading.upgrade` it first.
         DatasetBusyError: another process (an update, gc, convert, merge) holds DST's lease;
             the message names it.
         SourceError, ConversionError, ...: as :func:`packer.convert`.

@@ -178,7 +178,9 @@ class HDF5ShardReader(ShardReader):
             handle.close()
             raise ShardError(f"HDF5 shard {self.path!r} holds {len(offsets) - 1} samples, the "
                              f"manifest says {self.num_samples}: the file was replaced; re-convert.")
-        if len(offsets) and (offsets[0] != 0 or offsets[-1] != blob_bytes or bool(np.any(np.diff(offsets) < 0))):
+        in_order = not len(offsets) or (offsets[0] == 0 and offsets[-1] == blob_bytes
+                                        and not bool(np.any(np.diff(offsets) < 0)))
+        if not in_order:
             handle.close()  # a crafted or damaged offset must not size a read: refused at open
             raise ShardError(f"HDF5 shard {self.path!r} has offsets that do not cut its {blob_bytes}-byte "
                              "blob in order: the file is damaged or was crafted; re-convert.")

@@ -1,7 +1,8 @@
 """An archive of an ImageFolder tree as a source, never extracted: ``.tar``, ``.tar.gz``/``.tgz``,
 ``.zip``, and ImageNet's tar of per-class tars.
 
-Scanning reads member headers only (:mod:`packer.source.archive.tarindex`, :mod:`packer.source.archive.zipindex`)
+Scanning reads member headers only (:mod:`packer.source.archive.tarindex`,
+:mod:`packer.source.archive.zipindex`)
 and lays them out as the tree extracting the archive would give
 (:mod:`packer.source.archive.layout`): same classes, sample order, relative paths and reports as
 scanning that tree. An item's identity is its member's size and modification time as the
@@ -36,7 +37,7 @@ from packer.source.archive.spool import remove_spool
 from packer.source.archive.tarindex import Keep, index_tar
 from packer.source.archive.zipindex import index_zip
 from packer.source.base import ItemReader, Source, SourceIndex, SourceItem
-from packer.source.limits import DEFAULT_MAX_BYTES, max_bytes_of
+from packer.source.limits import DEFAULT_MAX_BYTES
 from packer.source.registry import ARCHIVE_SUFFIXES
 
 __all__ = ["ArchiveMembers", "ArchiveSource", "archive_format", "index_archive", "is_archive_file",
@@ -120,7 +121,7 @@ class ArchiveSource(Source):
 
     def __init__(self, location: str, options: Any) -> None:
         super().__init__(location, options)
-        self.max_bytes = max_bytes_of(options)
+        self.max_bytes = options.max_bytes
         self.scanned: tuple[Listing, TreeLayout] | None = None
 
     def _scanned(self) -> tuple[Listing, TreeLayout]:

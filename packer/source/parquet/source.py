@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from packer.errors import EmptySourceError, SourceError, SourceNotFoundError
 from packer.source.base import ScanReport, Source, SourceIndex, SourceItem, SourceOptions
-from packer.source.limits import DEFAULT_MAX_BYTES, max_bytes_of
+from packer.source.limits import DEFAULT_MAX_BYTES
 from packer.source.parquet.read import ParquetReader, digest_of, open_table
 from packer.source.parquet.schema import (
     EMPTY,
@@ -275,7 +275,7 @@ class ParquetSource(Source):
     def __init__(self, location: str, options: SourceOptions) -> None:
         super().__init__(location, options)
         self.files = parquet_files(location)
-        self.max_bytes = max_bytes_of(options)
+        self.max_bytes = options.max_bytes
         self._scanned: tuple[SourceIndex, TableLayout] | None = None
 
     def _scan(self) -> tuple[SourceIndex, TableLayout]:

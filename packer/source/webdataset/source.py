@@ -31,7 +31,6 @@ from packer.source.archive.reader import ArchivePart, ArchiveReader
 from packer.source.archive.source import archive_format, index_archive, listing_part
 from packer.source.archive.spool import remove_spool
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem
-from packer.source.limits import max_bytes_of
 from packer.source.registry import expand_pattern
 from packer.source.webdataset.samples import (
     IMAGE_EXTENSIONS,
@@ -134,7 +133,7 @@ class WebDatasetSource(Source):
             if archive_format(shard) == "zip":
                 raise SourceError(f"{shard!r} is a zip: WebDataset shards are tar files (.tar, .tar.gz).")
             listing, contents = index_archive(shard, keep=_keep, nested=False)
-            parts.append(listing_part(listing, max_bytes_of(self.options)))
+            parts.append(listing_part(listing, self.options.max_bytes))
             notes.extend(listing.notes)
             grouping.add_shard(number, listing.members, contents)
         if not grouping.samples:
@@ -205,7 +204,7 @@ class WebDatasetSource(Source):
 
     def reader(self) -> ItemReader:
         """Reads images by byte range from the shards."""
-        return ArchiveReader(self._scanned()[1], self.location, max_bytes=max_bytes_of(self.options))
+        return ArchiveReader(self._scanned()[1], self.location, max_bytes=self.options.max_bytes)
 
     def close(self) -> None:
         """Delete the decompressed spools this node made of ``.tar.gz`` shards (if any)."""
