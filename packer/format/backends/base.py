@@ -13,7 +13,9 @@ refusal to open one path twice in a process never triggers.
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
 import threading
 import weakref
 from abc import ABC, abstractmethod
@@ -99,6 +101,16 @@ def _release_open_lock_after_fork() -> None:
     _OPEN_LOCK.release()
 
 
+def _close_readers_at_exit() -> None:
+    # Before the interpreter tears modules down: a reader still held by a module-level dataset
+    # then closes while os, h5py and the LMDB registry exist (after, __del__ would find them None).
+    with _OPEN_READERS_LOCK:
+        readers = list(_OPEN_READERS)
+    for reader in readers:
+        reader.close()
+
+
+atexit.register(_close_readers_at_exit)
 os.register_at_fork(before=_close_readers_before_fork,
                     after_in_parent=_release_open_lock_after_fork,
                     after_in_child=_release_open_lock_after_fork)
@@ -205,9 +217,11 @@ class ShardReader(ABC):
         with _OPEN_READERS_LOCK:
             _OPEN_READERS.discard(self)
 
-    def __del__(self) -> None:
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
         # A reader dropped without close() must not pin its file handle for the process's life.
-        if getattr(self, "_pid", None) is not None:
+        # At interpreter exit the atexit hook has closed every open reader; what is collected
+        # later (module globals already None) is left to the OS.
+        if getattr(self, "_pid", None) is not None and not _finalizing():
             self._close()
 
     def __getstate__(self) -> dict[str, Any]:
