@@ -22,6 +22,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from packer.source.statuses import (
+    CORRUPT,
+    MISSING,
+    MISSING_IMAGE,
+    MISSING_LABEL,
+    NOT_REGULAR,
+    OK,
+    STATUS_REASONS,
+    TOO_LARGE,
+    TRUNCATED,
+)
+
 __all__ = ["CORRUPT", "DIR", "FILE", "LINK", "MISSING", "MISSING_IMAGE", "MISSING_LABEL", "NOT_REGULAR",
            "OK", "SPECIAL", "STATUS_REASONS", "TAR_DATA", "TOO_LARGE", "TRUNCATED", "Inner", "Listing",
            "Member", "bounded_item", "clean_name", "unsafe_note", "zip_time_ns"]
@@ -33,20 +45,7 @@ LINK: Final = "link"  # a symbolic link (hard links are resolved to their target
 SPECIAL: Final = "special"  # a device, FIFO, sparse file or unknown type
 
 #: Item statuses (the third field of a locator): what the reader raises instead of reading.
-OK: Final = 0
-TRUNCATED: Final = 1
-CORRUPT: Final = 2
-NOT_REGULAR: Final = 3
-MISSING: Final = 4
-MISSING_IMAGE: Final = 5
-MISSING_LABEL: Final = 6
-TOO_LARGE: Final = 7
-#: Each status's skip reason (``SKIP_REASONS``).
-STATUS_REASONS: Final[Mapping[int, str]] = {
-    TRUNCATED: "truncated", CORRUPT: "corrupt_member", NOT_REGULAR: "not_a_regular_file",
-    MISSING: "missing", MISSING_IMAGE: "missing_image", MISSING_LABEL: "missing_label",
-    TOO_LARGE: "too_large",
-}
+#: They are the shared table of :mod:`packer.source.statuses`, re-exported here.
 
 #: ``Member.method`` of tar data (stored as is); zip members carry their compression method.
 TAR_DATA: Final = -1

@@ -21,6 +21,17 @@ from typing import Any, Final
 import pyarrow as pa
 
 from packer.errors import SourceError
+from packer.source.statuses import (
+    EMPTY,
+    LABEL_OUT_OF_RANGE,
+    LABEL_STATUSES,
+    MISSING_IMAGE,
+    MISSING_LABEL,
+    NEGATIVE_LABEL,
+    OK,
+    TOO_LARGE,
+    UNKNOWN_LABEL_NAME,
+)
 
 __all__ = ["EMPTY", "IMAGE_COLUMNS", "LABEL_CODES", "LABEL_COLUMNS", "MAX_NUMBERED_CLASSES",
            "METADATA_TEXT_LIMIT", "MISSING_IMAGE", "NEGATIVE", "NO_LABEL", "OK", "OUT_OF_RANGE",
@@ -35,17 +46,15 @@ MAX_NUMBERED_CLASSES: Final = 1 << 20
 #: A text value kept as metadata is cut to this many characters (a note says so).
 METADATA_TEXT_LIMIT: Final = 64 * 1024
 
-#: Why a row cannot be a sample (its reader raises the matching skip reason); 0: it can.
-OK: Final = 0
-MISSING_IMAGE: Final = 1
-EMPTY: Final = 2
-NO_LABEL: Final = 3
-NEGATIVE: Final = 4
-OUT_OF_RANGE: Final = 5
-UNKNOWN_NAME: Final = 6
-TOO_LARGE: Final = 7  # the image's bytes are over max_bytes
+#: Why a row cannot be a sample (its reader raises the matching skip reason); OK (0): it can.
+#: Statuses of the shared table (:mod:`packer.source.statuses`), under the names this module
+#: gave them first.
+NO_LABEL: Final = MISSING_LABEL
+NEGATIVE: Final = NEGATIVE_LABEL
+OUT_OF_RANGE: Final = LABEL_OUT_OF_RANGE
+UNKNOWN_NAME: Final = UNKNOWN_LABEL_NAME
 #: The codes that concern the label (the image itself may be fine).
-LABEL_CODES: Final = frozenset({NO_LABEL, NEGATIVE, OUT_OF_RANGE, UNKNOWN_NAME})
+LABEL_CODES: Final = LABEL_STATUSES
 
 #: Leading bytes of encoded images, for naming rows without a path (``<file>/<row>.jpg``).
 _MAGIC: Final = ((b"\xff\xd8\xff", ".jpg"), (b"\x89PNG\r\n\x1a\n", ".png"), (b"GIF87a", ".gif"),

@@ -28,7 +28,7 @@ import json
 import os
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import numpy as np
 import pyarrow as pa
@@ -51,8 +51,13 @@ from packer.source.parquet.schema import (
     table_layout,
 )
 from packer.source.registry import expand_pattern
+from packer.source.statuses import LABEL_OUT_OF_RANGE, MISSING_LABEL, NEGATIVE_LABEL, UNKNOWN_LABEL_NAME
 
 __all__ = ["ParquetReader", "ParquetSource", "parquet_files"]
+
+#: The number each label status is hashed with in a row's identity: the numbers this module used
+#: before statuses were shared (:mod:`packer.source.statuses`), so recorded identities still match.
+_IDENTITY_CODES: Final = {MISSING_LABEL: 3, NEGATIVE_LABEL: 4, LABEL_OUT_OF_RANGE: 5, UNKNOWN_LABEL_NAME: 6}
 
 #: Rows decoded at a time while scanning (memory: at most one row group's column chunks).
 _BATCH_ROWS = 256
@@ -255,7 +260,7 @@ def scan_parquet(files: list[str], *, image_column: str | None, label_column: st
         code = rows.images[i] if rows.images[i] != OK else label_code
         digest = rows.digests[i]
         if code in LABEL_CODES:
-            digest = digest_of(b"%d|%d|%d" % (code, target, digest))
+            digest = digest_of(b"%d|%d|%d" % (_IDENTITY_CODES[code], target, digest))
         value = target if code in LABEL_CODES else rows.sizes[i] if code == TOO_LARGE else 0
         size = min(rows.sizes[i], max_bytes + 1)  # a plan never counts more than the bound
         items.append(SourceItem(relpath, target if code == OK else 0, size, digest,
