@@ -1,9 +1,11 @@
 """Retries for remote stores: what is transient, how long to back off, and the one error after.
 
-Transient faults (5xx, throttling such as S3's ``SlowDown``, timeouts, refused or dropped
-connections, a body shorter than asked) are retried with exponential backoff and full jitter;
-a missing object or a refused credential is not (retrying cannot fix it). After the last try
-the caller gets one :class:`~packer.errors.StoreUnavailableError` naming the URL and the cause.
+Transient faults (5xx, 408, 429, throttling such as S3's ``SlowDown``, timeouts, refused or
+dropped connections, a body shorter than asked) are retried with exponential backoff and full
+jitter; a missing object or bucket, a refused credential, or any other request the store refuses
+(a 4xx) is not (retrying cannot fix it). After the last try the caller gets one
+:class:`~packer.errors.StoreUnavailableError` naming the URL and the cause. What a fault is comes
+from the exception's structured fields (:mod:`packer.store.clienterrors`), never its message.
 """
 
 from __future__ import annotations
@@ -22,21 +24,21 @@ from packer.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from packer.store.clienterrors import (
+    BUCKET_CODES,
+    DENIED_CODES,
+    MISSING_CODES,
+    ShortRead,
+    facts,
+    is_client_fault,
+    is_transient,
+)
 
 __all__ = ["RetryPolicy", "ShortRead", "classify", "retry"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-_ACCESS_WORDS = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden",
-                 "ExpiredToken", "InvalidToken", "Unable to locate credentials", "NoCredentials",
-                 "AuthorizationHeaderMalformed")
-
-
-class ShortRead(OSError):
-    """A response body ended before the bytes asked for (a dropped or truncated transfer)."""
-
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -56,33 +58,32 @@ class RetryPolicy:
         return float(sum(min(self.cap, self.base * (2 ** n)) for n in range(self.retries)))
 
 
-#: Packages whose exceptions are a client's report of a fault (anything else is a bug: raised as is).
-_CLIENT_PACKAGES = frozenset({"aiohttp", "botocore", "aiobotocore", "s3fs", "fsspec", "gcsfs", "adlfs",
-                              "azure", "google", "urllib3", "requests", "asyncio"})
-
-
-def _from_client(err: BaseException) -> bool:
-    return (isinstance(err, OSError | TimeoutError | StoreError)
-            or type(err).__module__.split(".")[0] in _CLIENT_PACKAGES)
-
-
 def classify(err: BaseException, what: str) -> StoreError | None:
-    """The final error for ``err`` (a missing object, refused access), or ``None`` when it is
-    transient and worth another try. ``what`` names the URL for the message."""
-    if isinstance(err, StoreError) and not isinstance(err, StoreUnavailableError):
+    """The final error for ``err`` (a missing object or bucket, refused access), or ``None`` when
+    it is transient and worth another try. ``what`` names the URL for the message.
+
+    Decided from structured fields only (:func:`~packer.store.clienterrors.facts`): exception
+    types, HTTP status, a service's error code, errno; never from message text.
+    """
+    if isinstance(err, StoreUnavailableError):
+        return None
+    if isinstance(err, StoreError):
         return err
-    text = f"{type(err).__name__}: {err}"
-    status = getattr(err, "status", None)  # aiohttp's ClientResponseError (HTTP stores)
-    if isinstance(err, FileNotFoundError) or status == 404 or "NoSuchKey" in text or "NoSuchBucket" in text:
-        if "bucket" in text.lower() and ("NoSuchBucket" in text or "does not exist" in text):
-            return BucketNotFoundError(f"{what}: the bucket does not exist ({err}). Check the URL "
-                                       "and the endpoint (AWS_ENDPOINT_URL).")
+    found = facts(err)
+    if found.codes & BUCKET_CODES:
+        return BucketNotFoundError(f"{what}: the bucket does not exist ({err}). Check the URL "
+                                   "and the endpoint (AWS_ENDPOINT_URL).")
+    if FileNotFoundError in found.kinds or 404 in found.statuses or found.codes & MISSING_CODES:
         return ObjectNotFoundError(f"{what} does not exist. Check the URL, or push the dataset "
                                    "there first (`packer push`).")
-    if isinstance(err, PermissionError) or status in (401, 403) or any(w in text for w in _ACCESS_WORDS):
+    if (PermissionError in found.kinds or found.statuses & {401, 403} or found.codes & DENIED_CODES
+            or found.credentials):
         return AccessDeniedError(f"{what}: access denied ({err}). Check the credentials "
                                  "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or storage_options=).")
-    return None
+    if is_transient(err):
+        return None
+    return StoreError(f"{what}: the store refused the request ({type(err).__name__}: {err}); trying "
+                      "again would not help. Check the URL and storage_options=.")
 
 
 def retry(call: Callable[[], T], what: str, policy: RetryPolicy) -> T:
@@ -97,7 +98,7 @@ def retry(call: Callable[[], T], what: str, policy: RetryPolicy) -> T:
         try:
             return call()
         except Exception as err:  # noqa: BLE001 - every client error is classified below
-            if not _from_client(err):
+            if not is_client_fault(err):
                 raise
             final = classify(err, what)
             if final is not None:
