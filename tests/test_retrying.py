@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,10 @@ from packer.errors import (
 )
 from packer.store import open_store
 from packer.store.base import Store
+from packer.store.local import LocalStore
 from packer.store.retrying import RetryPolicy, ShortRead, classify, retry
+from packer.testing import StoreContract
+from packer.testing.faultstore import FaultStore
 
 QUICK = RetryPolicy(retries=2, base=0.001, cap=0.01)
 BLOB = bytes(range(256)) * 64  # 16 KiB
@@ -270,3 +273,31 @@ def test_a_body_cut_short_by_an_http_server_is_fetched_again(http_server: Any) -
         assert store.read_range("blob", 1000, 9000) == BLOB[1000:9000]
         proxy.inject("status", count=1, status=503, match="blob")
         assert store.read("blob") == BLOB
+
+
+# -- the in-process wrapper keeps every promise of the store it wraps ---------------------------
+
+
+class TestFaultStoreContract(StoreContract):
+    """A FaultStore with no fault injected is its inner store, seen as a remote one."""
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[Store]:
+        (tmp_path / "root").mkdir()
+        yield FaultStore(LocalStore(tmp_path / "root"), latency=0.001, policy=QUICK)
+
+
+def test_faults_fire_on_the_calls_they_name(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(BLOB)
+    store = FaultStore(LocalStore(tmp_path))
+    store.inject("read_range", KeyError("third"), on_call=3, match="a")
+    store.corrupt(method="read", count=1)
+    assert store.read_range("a", 0, 4) == BLOB[:4] and store.read_range("a", 0, 4) == BLOB[:4]
+    with pytest.raises(KeyError):
+        store.read_range("a", 0, 4)
+    assert store.read_range("a", 0, 4) == BLOB[:4]
+    damaged = store.read("a")
+    assert len(damaged) == len(BLOB) and damaged != BLOB and store.read("a") == BLOB
+    assert store.calls == {"read_range": 4, "read": 2}
+    with pytest.raises(ValueError, match="cannot target"):
+        store.truncate(method="put")
