@@ -28,6 +28,7 @@ from packer.format.backends import Backend, ShardReader
 from packer.format.backends.base import Arena
 from packer.format.manifest import FileEntry, Manifest, ShardEntry
 from packer.format.records import digest64
+from packer.per_process import PerProcess
 from packer.store import NodeCache, Store
 from packer.store.cache.fetching import BLOCK_SIZE, CachedObject, fetch_blocks
 from packer.store.durable import sha256_file
@@ -140,20 +141,27 @@ class StagedShardReader(ShardReader):
         self.obj = obj
         self.backend = backend
         self._inner: ShardReader | None = None
-        self._staged: str | None = None
+        #: The local copy this process opens; dropped when the reader closes (and so before a
+        #: fork), so that each opening finds the copy in the cache again.
+        self._staged: PerProcess[str] = PerProcess(self._stage)
+
+    def _stage(self) -> str:
+        return stage_checked(self.obj)
 
     def stage(self) -> str:
         """The shard's local copy, downloading it if this node has none (outside any lock)."""
-        self._staged = stage_checked(self.obj)
-        return self._staged
+        return self._staged.get()
+
+    def staged_here(self) -> bool:
+        """Whether this process holds the shard's local copy (staged and not closed since)."""
+        return self._staged.current() is not None
 
     def _ensure_open(self) -> None:
-        if self._pid != os.getpid():
-            self.stage()
+        self.stage()  # before the backend's open lock: a download must not hold it
         super()._ensure_open()
 
     def _open(self) -> None:
-        self._inner = self.backend.reader(self._staged or self.stage(), self.num_samples)
+        self._inner = self.backend.reader(self.stage(), self.num_samples)
 
     def _target(self) -> ShardReader:
         if self._inner is None:
@@ -175,6 +183,10 @@ class StagedShardReader(ShardReader):
             self._inner.close()
             self._inner = None
 
+    def close(self) -> None:
+        super().close()
+        self._staged.clear()
+
     def __getstate__(self) -> dict[str, Any]:
         return {"obj": self.obj, "backend": self.backend, "num_samples": self.num_samples}
 
@@ -192,7 +204,7 @@ class WholeAccess(_CachedAccess):
 
     def prefetch(self, readers: Mapping[int, ShardReader], wanted: Mapping[int, Sequence[int]]) -> None:
         todo = [r for n, r in readers.items() if n in wanted and isinstance(r, StagedShardReader)
-                and r._pid != os.getpid()]
+                and not r.staged_here()]
         if todo:
             with ThreadPoolExecutor(min(8, len(todo))) as pool:
                 list(pool.map(lambda r: r.stage(), todo))

@@ -18,8 +18,6 @@ to the fsspec filesystem as they are, except packer's own keys: ``retries`` (see
 from __future__ import annotations
 
 import inspect
-import os
-import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
@@ -27,6 +25,7 @@ from urllib.parse import urlsplit
 
 from packer.errors import ObjectNotFoundError, StoreError
 from packer.keys import check_key
+from packer.per_process import PerProcess
 from packer.store.base import Store
 from packer.store.retrying import RetryPolicy, ShortRead, retry
 
@@ -56,20 +55,12 @@ class RemoteStore(Store):
             self._root = f"{parts.netloc}{parts.path}".rstrip("/")
             if not parts.netloc:
                 raise ValueError(f"{url!r} names no bucket: write {self.scheme}://BUCKET/PREFIX")
-        self._fs_pid: int | None = None
-        self._fs_obj: Any = None
-        self._lock = threading.Lock()
+        self._fs_here: PerProcess[Any] = PerProcess(self._new_fs)
 
     # -- the filesystem, one per process --------------------------------------------------
 
     def _fs(self) -> Any:
-        pid = os.getpid()
-        if self._fs_pid != pid:
-            with self._lock:
-                if self._fs_pid != pid:
-                    self._fs_obj = self._new_fs()
-                    self._fs_pid = pid
-        return self._fs_obj
+        return self._fs_here.get()
 
     def _new_fs(self) -> Any:
         import fsspec  # the extra: each cloud's module imports its client first

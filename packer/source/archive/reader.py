@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from packer.errors import SourceError
+from packer.per_process import PerProcess
 from packer.sizes import format_size
 from packer.source.archive.members import OK, STATUS_REASONS
 from packer.source.archive.spool import ensure_spool
@@ -232,34 +233,40 @@ class _Handles:
 
     def __init__(self, opener: Callable[[int], int]) -> None:
         self.opener = opener
-        self.pid = -1
-        self.lock = threading.Lock()
-        self.open: OrderedDict[int, list[int]] = OrderedDict()  # part -> [descriptor, users]
+        self.here: PerProcess[_Open] = PerProcess(_Open)
 
     @contextmanager
     def use(self, part: int) -> Iterator[int]:
-        if self.pid != os.getpid():
-            self.pid, self.lock, self.open = os.getpid(), threading.Lock(), OrderedDict()
-        with self.lock:
-            entry = self.open.get(part)
+        state = self.here.get()
+        with state.lock:
+            entry = state.open.get(part)
             if entry is None:
-                entry = self.open[part] = [self.opener(part), 0]
-            self.open.move_to_end(part)
+                entry = state.open[part] = [self.opener(part), 0]
+            state.open.move_to_end(part)
             entry[1] += 1
         try:
             yield entry[0]
         finally:
-            with self.lock:
+            with state.lock:
                 entry[1] -= 1
-                idle = [p for p, (_, users) in self.open.items() if not users]
-                for stale in idle[:max(0, len(self.open) - _OPEN_LIMIT)]:
-                    os.close(self.open.pop(stale)[0])
+                idle = [p for p, (_, users) in state.open.items() if not users]
+                for stale in idle[:max(0, len(state.open) - _OPEN_LIMIT)]:
+                    os.close(state.open.pop(stale)[0])
 
     def close(self) -> None:
-        if self.pid == os.getpid():
-            with self.lock:
-                for part in [p for p, (_, users) in self.open.items() if not users]:
-                    os.close(self.open.pop(part)[0])
+        state = self.here.current()
+        if state is not None:
+            with state.lock:
+                for part in [p for p, (_, users) in state.open.items() if not users]:
+                    os.close(state.open.pop(part)[0])
+
+
+class _Open:
+    """One process's open archives (part -> [descriptor, users]) and the lock guarding them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open: OrderedDict[int, list[int]] = OrderedDict()
 
 
 def _unzip(chunks: Iterable[bytes], method: int, crc: int, size: int) -> bytes:

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from packer.errors import SourceError
+from packer.per_process import PerProcess
 from packer.sizes import format_size
 from packer.source.base import ItemReader, SourceItem
 from packer.source.limits import DEFAULT_MAX_BYTES
@@ -85,20 +86,14 @@ class ParquetReader(ItemReader):
         self.leaf = leaf
         self.column = column
         self.max_bytes = max_bytes
-        self._reset()
-
-    def _reset(self) -> None:
-        self._pid = os.getpid()
-        self._lock = threading.Lock()  # update --checksum reads from threads
-        self._file: tuple[int, pq.ParquetFile] | None = None
-        self._group: tuple[int, int, pa.Array] | None = None
+        self._here: PerProcess[_Opened] = PerProcess(_Opened)  # a forked child opens its own
 
     def __getstate__(self) -> dict[str, Any]:
         return {"files": self.files, "leaf": self.leaf, "column": self.column, "max_bytes": self.max_bytes}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update({"max_bytes": DEFAULT_MAX_BYTES, **state})
-        self._reset()
+        self._here = PerProcess(_Opened)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ParquetReader) and self.__getstate__() == other.__getstate__()
@@ -110,17 +105,17 @@ class ParquetReader(ItemReader):
         """The table and the row's key (``train-00000.parquet:cat/1.jpg``)."""
         return f"{self.files[0] if len(self.files) == 1 else os.path.dirname(self.files[0])}:{relpath}"
 
-    def _column(self, number: int, group: int) -> pa.Array:
+    def _column(self, opened: _Opened, number: int, group: int) -> pa.Array:
         """Row group ``group`` of file ``number``'s image bytes, decoded once per process."""
-        if self._group is not None and self._group[:2] == (number, group):
-            return self._group[2]
-        self._group = None
+        if opened.group is not None and opened.group[:2] == (number, group):
+            return opened.group[2]
+        opened.group = None
         path = self.files[number]
         try:
-            if self._file is None or self._file[0] != number:
-                self._file = None
-                self._file = (number, pq.ParquetFile(path))
-            table = self._file[1].read_row_group(group, columns=[self.leaf], use_threads=False)
+            if opened.file is None or opened.file[0] != number:
+                opened.file = None
+                opened.file = (number, pq.ParquetFile(path))
+            table = opened.file[1].read_row_group(group, columns=[self.leaf], use_threads=False)
         except (pa.ArrowException, OSError, IndexError) as err:
             raise SourceError(f"Reading row group {group} of {path!r} failed ({err}): the table changed "
                               "or broke during the conversion. Restore it, then run the same conversion "
@@ -128,7 +123,7 @@ class ParquetReader(ItemReader):
         column = table.column(0).combine_chunks()
         if self.leaf != self.column:
             column = column.flatten()[0]  # the struct read holds only 'bytes' (null where it is)
-        self._group = (number, group, column)
+        opened.group = (number, group, column)
         return column
 
     def read(self, item: SourceItem) -> bytes:
@@ -136,10 +131,9 @@ class ParquetReader(ItemReader):
         number, group, row = item.locator[:3]
         if item.locator[4] != 0:
             raise _skip(item, self.files[number], self.max_bytes)
-        if self._pid != os.getpid():  # a forked child never uses its parent's handle (or lock)
-            self._reset()
-        with self._lock:
-            column = self._column(number, group)
+        opened = self._here.get()
+        with opened.lock:
+            column = self._column(opened, number, group)
         cell = column[row] if row < len(column) else None
         if cell is None or not cell.is_valid:
             raise self._changed(item, number)
@@ -161,3 +155,13 @@ class ParquetReader(ItemReader):
         if item.locator[4] == 0:
             return None
         return _skip(item, self.files[item.locator[0]], self.max_bytes).reason
+
+
+class _Opened:
+    """One process's open table and decoded row group, and the lock guarding them (``update
+    --checksum`` reads from threads)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.file: tuple[int, pq.ParquetFile] | None = None
+        self.group: tuple[int, int, pa.Array] | None = None

@@ -15,12 +15,12 @@ overlap may fetch the overlap twice (the cache keeps one copy).
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Final
 
+from packer.per_process import PerProcess
 from packer.store.base import Store
 from packer.store.cache.node import NodeCache
 
@@ -34,30 +34,18 @@ Block = str | memoryview
 _PART: Final = 16 << 20
 _POOL_THREADS: Final = 32
 
-_pool: ThreadPoolExecutor | None = None
-_pool_pid: int | None = None
-_pool_lock = threading.Lock()
+
+def _new_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(_POOL_THREADS, thread_name_prefix="packer-fetch")
+
+
+#: This process's fetch pool (a forked child makes its own: threads do not survive fork).
+_pool: PerProcess[ThreadPoolExecutor] = PerProcess(_new_pool)
 
 
 def _executor() -> ThreadPoolExecutor:
-    """This process's fetch pool (a forked child makes its own: threads do not survive fork)."""
-    global _pool, _pool_pid
-    pid = os.getpid()
-    if _pool_pid != pid:
-        with _pool_lock:
-            if _pool_pid != pid:
-                _pool = ThreadPoolExecutor(_POOL_THREADS, thread_name_prefix="packer-fetch")
-                _pool_pid = pid
-    assert _pool is not None  # noqa: S101 - set just above
-    return _pool
-
-
-def _reinit_lock_after_fork() -> None:
-    global _pool_lock
-    _pool_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_reinit_lock_after_fork)
+    """This process's fetch pool."""
+    return _pool.get()
 
 
 @dataclass(frozen=True)
