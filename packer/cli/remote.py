@@ -32,11 +32,16 @@ def push(dst: str, url: str, workers: int) -> None:
 
 @click.group()
 def cache() -> None:
-    """The node's cache of remote datasets ($PACKER_CACHE, else ~/.cache/packer)."""
+    """The node's cache of remote datasets.
+
+    It lives in $PACKER_CACHE if set, else $XDG_CACHE_HOME/packer, else ~/.cache/packer. Its
+    bound is set per reading process (cache_limit= of open_dataset); `info` shows the last one.
+    """
 
 
 _DIR = click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=str), default=None,
-                    help="The cache directory (default: $PACKER_CACHE, else ~/.cache/packer).")
+                    help="The cache directory (default: $PACKER_CACHE, else $XDG_CACHE_HOME/packer, "
+                         "else ~/.cache/packer).")
 
 
 @cache.command("info")

@@ -28,11 +28,22 @@ def format_remote_gc(result: RemoteGcResult) -> str:
 
 def format_cache_info(info: CacheInfo) -> str:
     """Where the cache is, what it holds, its bound and its disk's free space."""
-    bound = "none (a free-space floor only)" if info.limit is None else format_size(info.limit)
+    if info.limit is not None:
+        bound = f"bound {format_size(info.limit)}"
+    else:
+        bound = "bound set by each reading process (cache_limit=)"
+        last = info.last_bound
+        if last is None:
+            bound += "; none recorded yet"
+        else:
+            limit = "none (a free-space floor only)" if last.limit is None else format_size(last.limit)
+            bound += (f"; last {limit}, keeping {format_size(last.min_free)} free, by pid {last.pid} "
+                      f"on {last.host} {(time.time() - last.since) / 3600:.1f} h ago")
     oldest = ("" if info.oldest is None
               else f"; least recently used {(time.time() - info.oldest) / 3600:.1f} h ago")
     return "\n".join([
         f"cache {info.directory}",
         f"  holds {format_size(info.num_bytes)} in {info.entries} entries{oldest}",
-        f"  bound {bound}; {format_size(info.free_bytes)} free on its disk",
+        f"  {bound}",
+        f"  {format_size(info.free_bytes)} free on its disk",
     ])

@@ -43,6 +43,8 @@ from typing import BinaryIO, Final
 from packer.errors import CacheError, IntegrityError
 from packer.sizes import format_size, parse_size
 from packer.store.cache import files
+from packer.store.cache.bound import LastBound, read_last_bound, record_bound
+from packer.store.filelock import flocked
 
 __all__ = ["DEFAULT_MIN_FREE", "CacheInfo", "NodeCache", "default_cache_dir"]
 
@@ -78,6 +80,8 @@ class CacheInfo:
     limit: int | None
     free_bytes: int  # statvfs free space of the cache's file system
     oldest: float | None  # last-use time (epoch seconds) of the least recently used entry
+    #: The bound the last reading process set (a bound is per process, not the directory's).
+    last_bound: LastBound | None = None
 
 
 class NodeCache:
@@ -136,7 +140,8 @@ class NodeCache:
             return path
         for part in ("entries", "tmp", "locks"):
             os.makedirs(self._path(part), exist_ok=True)
-        with files.flock(self._path("locks", "key-" + files.sha1(key)[:4])):
+        record_bound(self._path(), self.limit, self.min_free)
+        with flocked(self._path("locks", "key-" + files.sha1(key)[:4])):
             found = files.touch(path)  # another process may have fetched it while we waited
             if found is not None:
                 if found.st_size == size:
@@ -165,7 +170,7 @@ class NodeCache:
         """Entries, bytes, limit, free space and the oldest last use, from a scan (no lock, no change)."""
         entries = files.scan_entries(self._path("entries"))
         return CacheInfo(self.directory, len(entries), sum(entry[1] for entry in entries), self.limit,
-                         self._free(), entries[0][0] if entries else None)
+                         self._free(), entries[0][0] if entries else None, read_last_bound(self._path()))
 
     def clear(self, *, older_than: float | None = None) -> tuple[int, int]:
         """Remove entries (all, or those unused for `older_than` seconds); return (entries, bytes)
@@ -298,7 +303,7 @@ class NodeCache:
     def _usage(self) -> Iterator[int]:
         """The usage file's fd, flocked; the folders are created first."""
         os.makedirs(self._path("locks"), exist_ok=True)
-        with files.flock(self._path("usage")) as fd:
+        with flocked(self._path("usage")) as fd:
             yield fd
 
     def _remove(self, path: str) -> bool:
