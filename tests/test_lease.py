@@ -47,12 +47,12 @@ def _plant(dst: Path, record: bytes) -> None:
 def _contend(root: str, host: int, barrier: Any, results: Any, through_dst: bool) -> None:
     """One holder on its own "host": take the lease when all start together, hold it a moment
     (``through_dst``: as ``update`` takes it, with ``flock`` doing nothing, as on NFS across hosts)."""
-    import packer.conversion.destination.lock as lock
+    import packer.store.filelock as filelock
     import packer.store.lease.holder as records
 
     records.this_machine = lambda: f"machine-{host}"  # no pid of another "host" can be checked
     records.socket.gethostname = lambda: f"host-{host}"
-    lock.fcntl.flock = lambda fd, mode: None  # type: ignore[assignment]
+    filelock.fcntl.flock = lambda fd, mode: None  # type: ignore[assignment]
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     holding = dataset_lock(root, "update") if through_dst else held_lease(LocalStore(root), f"writer {host}")
     barrier.wait()

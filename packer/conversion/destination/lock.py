@@ -16,13 +16,12 @@ last holder out removes the folder.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from packer.errors import DatasetBusyError, OutputError
+from packer.store.filelock import flocked_where_supported
 from packer.store.lease.claim import LEASE_DIR, Lease, busy_error, held_lease, lease_holders
 from packer.store.local import LocalStore
 
@@ -59,7 +58,8 @@ def dataset_lock(dst: str, what: str, *, command: str | None = None,
         try:
             os.makedirs(folder, exist_ok=True)
             stack.callback(_remove_if_empty, folder)
-            stack.enter_context(_flocked(folder, store, phrase, shared=task is not None))
+            stack.enter_context(flocked_where_supported(folder, shared=task is not None,
+                                                        busy=_wait_while_busy(store, phrase)))
             lease = stack.enter_context(held_lease(store, command or what, task=task, what=phrase))
         except OSError as err:
             raise OutputError(f"Cannot write to {path!r}: {err.strerror or err}. Choose a writable "
@@ -73,34 +73,20 @@ def _remove_if_empty(folder: str) -> None:
         os.rmdir(folder)
 
 
-@contextlib.contextmanager
-def _flocked(folder: str, store: LocalStore, phrase: str, *, shared: bool) -> Iterator[None]:
-    """``flock`` the lease folder where the file system allows it (a no-op where it does not)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        yield
-        return
-    try:
-        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
-        deadline = time.monotonic() + _FLOCK_PATIENCE
-        while True:
-            try:
-                fcntl.flock(fd, mode)
-                break
-            except BlockingIOError:
-                live = [holder for _, holder in lease_holders(store) if holder.stale_reason() is None]
-                if live:
-                    raise busy_error(phrase, live) from None
-                if time.monotonic() > deadline:
-                    raise DatasetBusyError(f"Cannot {phrase}: another packer process on this host "
-                                           "holds its lock. Wait for it to finish, then run this "
-                                           "again.") from None
-                time.sleep(0.05)
-            except OSError as err:  # NFS without lock support, FUSE: the lease alone decides
-                if err.errno not in (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-                    raise
-                break
-        yield
-    finally:
-        os.close(fd)
+def _wait_while_busy(store: LocalStore, phrase: str) -> Callable[[], None]:
+    """What to do while another process on this host holds the ``flock``: refuse at once when a
+    live lease names it, wait a moment when none does (a killed holder's workers still exiting),
+    refuse after :data:`_FLOCK_PATIENCE`."""
+    deadline = time.monotonic() + _FLOCK_PATIENCE
+
+    def busy() -> None:
+        live = [holder for _, holder in lease_holders(store) if holder.stale_reason() is None]
+        if live:
+            raise busy_error(phrase, live) from None
+        if time.monotonic() > deadline:
+            raise DatasetBusyError(f"Cannot {phrase}: another packer process on this host "
+                                   "holds its lock. Wait for it to finish, then run this "
+                                   "again.") from None
+        time.sleep(0.05)
+
+    return busy

@@ -23,7 +23,6 @@ killed run, or an array task on another node, left behind).
 from __future__ import annotations
 
 import bisect
-import fcntl
 import gzip
 import hashlib
 import os
@@ -37,6 +36,7 @@ from typing import IO, Final
 from packer.errors import SourceError
 from packer.sizes import format_size
 from packer.source.archive.gunzip import GzipStream
+from packer.store.filelock import flocked
 
 __all__ = ["MAX_IDLE_SECONDS", "SPOOL_ENV", "ensure_spool", "remove_spool", "spool_dir", "spool_path"]
 
@@ -89,8 +89,7 @@ def ensure_spool(path: str, size: int, mtime_ns: int, *, expanded: int = -1, hol
     folder = os.path.dirname(final)
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        with open(final + ".lock", "a+b") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        with flocked(final + ".lock"):
             try:
                 if _touch(final):
                     return final

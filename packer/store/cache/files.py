@@ -5,17 +5,15 @@ their size and owner), so that several processes can share one directory safely.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import logging
 import os
 import stat
 import time
-from collections.abc import Iterator
 from typing import Final
 
-__all__ = ["Entry", "alive", "flock", "namespace", "read_usage", "scan_entries", "sha1", "sweep_temps",
+__all__ = ["Entry", "alive", "namespace", "read_usage", "scan_entries", "sha1", "sweep_temps",
            "touch", "write_usage"]
 
 log = logging.getLogger(__name__)
@@ -23,17 +21,6 @@ log = logging.getLogger(__name__)
 _TOUCH_EVERY: Final = 1.0  # seconds: an entry's last-use time is bumped at most this often
 _STALE_TEMP: Final = 3600.0  # seconds without a write after which any temp is abandoned
 Entry = tuple[float, int, str]  # (last use, bytes, path)
-
-
-@contextlib.contextmanager
-def flock(path: str) -> Iterator[int]:
-    """An exclusive flock on `path` (created if missing); the kernel drops it if we die."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield fd
-    finally:
-        os.close(fd)
 
 
 def read_usage(fd: int) -> tuple[int | None, int]:
