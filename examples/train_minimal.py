@@ -2,6 +2,10 @@
 
     packer demo /tmp/packer-demo                       # makes /tmp/packer-demo/lmdb
     python examples/train_minimal.py /tmp/packer-demo/lmdb --epochs 1
+    python examples/train_minimal.py s3://bucket/train --cache-limit 50GB   # after packer push
+
+A URL is read through the node's cache (--cache-dir, default $PACKER_CACHE or
+$XDG_CACHE_HOME/packer), bounded by --cache-limit for this process.
 
 Uses only torch and PIL (no torchvision): the transform is a plain callable. On a machine with
 CUDA the batches are pinned and moved to the GPU.
@@ -34,15 +38,21 @@ class ResizeToTensor:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("dataset", help="DST of a packer convert (or packer demo DIR's lmdb/hdf5)")
+    parser.add_argument("dataset", help="a packed dataset: DST of packer convert (or packer demo DIR's "
+                        "lmdb/hdf5), or its URL after packer push (s3://, gs://, az://, https://)")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--size", type=int, default=64)
+    parser.add_argument("--cache-dir", default=None, help="for a URL: the node cache's directory")
+    parser.add_argument("--cache-limit", default=None,
+                        help="for a URL: the most the cache may hold, e.g. 50GB "
+                             "(default: a free-space floor only)")
     args = parser.parse_args()
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dataset = packer.open_dataset(args.dataset, transform=ResizeToTensor(args.size))
+    dataset = packer.open_dataset(args.dataset, transform=ResizeToTensor(args.size),
+                                  cache_dir=args.cache_dir, cache_limit=args.cache_limit)
     loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
                         num_workers=args.workers, prefetch_factor=2 if args.workers else None,
                         pin_memory=device.type == "cuda", persistent_workers=args.workers > 0)

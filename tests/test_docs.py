@@ -49,6 +49,16 @@ def test_readme_quickstart_is_the_two_commands() -> None:
     assert blocks == QUICKSTART
 
 
+def test_every_page_installs_the_tests_as_the_quickstart_does() -> None:
+    """One way to install for the tests: a page naming the `test` extra names the Quickstart's set."""
+    wanted = re.search(r"'(\.\[[^\]]*\])'", QUICKSTART[1])[1]  # type: ignore[index]
+    pages = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+    others = [(page.name, found) for page in pages
+              for found in re.findall(r"-e '(\.\[[^\]]*\btest\b[^\]]*\])'", page.read_text(encoding="utf-8"))
+              if found != wanted]
+    assert not others, f"pages that install the tests otherwise than the Quickstart ({wanted}): {others}"
+
+
 @pytest.mark.slow
 def test_docs_build_strict(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")

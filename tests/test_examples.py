@@ -17,6 +17,7 @@ import sys
 import textwrap
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
@@ -198,13 +199,17 @@ def test_convert_and_train_without_arguments_runs_on_the_demo_tree(tmp_path: Pat
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_train_minimal_trains_on_a_packed_dataset(tmp_path: Path) -> None:
+def test_train_minimal_trains_on_a_packed_dataset_at_a_url(tmp_path: Path, http_server_factory: Any) -> None:
     spec = {f"{cls}/{i:02d}.jpg": jpeg_bytes(24, 20, i + 10 * n)
             for n, cls in enumerate(("ant", "bee", "cat")) for i in range(4)}
-    dst = tmp_path / "packed"
+    dst = tmp_path / "site" / "packed"
     packer.convert(write_tree(tmp_path / "src", spec), dst, to="hdf5", workers=1)
-    result = run_file_ok(EXAMPLES / "train_minimal.py", dst, "--epochs", "1", "--batch-size", "4",
-                         "--workers", "1", "--size", "16", cwd=tmp_path, env=_clean_env(tmp_path))
+    url = f"{http_server_factory(tmp_path / 'site').url}/packed"
+    result = run_file_ok(EXAMPLES / "train_minimal.py", url, "--epochs", "1", "--batch-size", "4",
+                         "--workers", "1", "--size", "16", "--cache-dir", tmp_path / "cache",
+                         "--cache-limit", "64MB", cwd=tmp_path, env=_clean_env(tmp_path))
+    bound = packer.NodeCache(tmp_path / "cache").info().last_bound
+    assert bound is not None and bound.limit == 64_000_000  # the option reached the reader
     assert "'ant', 'bee', 'cat'" in result.stdout
     epoch = re.search(r"^epoch 0: loss (\S+), train accuracy (\S+)%, \d+ images/s$", result.stdout, re.M)
     assert epoch, result.stdout
