@@ -50,13 +50,8 @@ def resolve_decoder(decoder: str) -> str:
         ValueError: an unknown name.
         MissingExtraError: ``"simplejpeg"`` is asked for and not installed.
     """
-    if decoder == "auto":
-        return "simplejpeg" if speedups.simplejpeg() is not None else "pil"
-    if decoder not in DECODERS:
-        raise ValueError(f"decoder must be 'auto' or one of {', '.join(DECODERS)}, not {decoder!r}")
-    if decoder == "simplejpeg":
-        speedups.require("simplejpeg", "decoder='simplejpeg'")
-    return decoder
+    return speedups.resolve_choice("decoder", decoder, DECODERS, fast="simplejpeg", module="simplejpeg",
+                                   fallback="pil")
 
 
 class Picture(ABC):

@@ -50,13 +50,8 @@ def resolve_resampler(resampler: str) -> str:
         ValueError: an unknown name.
         MissingExtraError: ``"opencv"`` is asked for and OpenCV is not installed.
     """
-    if resampler == "auto":
-        return "opencv" if speedups.opencv() is not None else "torch"
-    if resampler not in RESAMPLERS:
-        raise ValueError(f"resampler must be 'auto' or one of {', '.join(RESAMPLERS)}, not {resampler!r}")
-    if resampler == "opencv":
-        speedups.require("cv2", "resampler='opencv'")
-    return resampler
+    return speedups.resolve_choice("resampler", resampler, RESAMPLERS, fast="opencv", module="cv2",
+                                   fallback="torch")
 
 
 def interpolate(chw: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:

@@ -16,12 +16,13 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Final
 
 from packer.errors import MissingExtraError
 
-__all__ = ["FAST_EXTRA", "accelerators", "opencv", "require", "simplejpeg"]
+__all__ = ["FAST_EXTRA", "accelerators", "opencv", "require", "resolve_choice", "simplejpeg"]
 
 #: The ``pip install`` argument that brings the accelerators.
 FAST_EXTRA: Final = "packer-shards[fast]"
@@ -71,14 +72,38 @@ def opencv() -> ModuleType | None:
     return cv2
 
 
+def _module(module: str) -> ModuleType | None:
+    """``module`` as packer uses it (OpenCV held to one thread), or None when not installed."""
+    return opencv() if module == "cv2" else _load(module)
+
+
 def require(module: str, what: str) -> ModuleType:
     """``module`` imported, or a :class:`MissingExtraError` saying how to install it for ``what``."""
-    loaded = opencv() if module == "cv2" else _load(module)
+    loaded = _module(module)
     if loaded is None:
         raise MissingExtraError(f"{what} needs {_DISTRIBUTIONS.get(module, module)}, which is not "
                                 f"installed: pip install '{FAST_EXTRA}' (wheels only), or leave the "
                                 "choice at 'auto' to use it when present.")
     return loaded
+
+
+def resolve_choice(keyword: str, choice: str, choices: Sequence[str], *, fast: str, module: str,
+                   fallback: str) -> str:
+    """The option ``choice`` names among ``choices`` (the argument ``keyword``, for messages):
+    ``"auto"`` is ``fast`` when its accelerator ``module`` imports, else ``fallback``; a named
+    option is checked, and ``fast`` named while ``module`` is missing is refused.
+
+    Raises:
+        ValueError: ``choice`` is neither ``"auto"`` nor one of ``choices``.
+        MissingExtraError: ``fast`` is named and ``module`` is not installed; names the extra.
+    """
+    if choice == "auto":
+        return fast if _module(module) is not None else fallback
+    if choice not in choices:
+        raise ValueError(f"{keyword} must be 'auto' or one of {', '.join(choices)}, not {choice!r}")
+    if choice == fast:
+        require(module, f"{keyword}={choice!r}")
+    return choice
 
 
 def accelerators() -> dict[str, str | None]:
