@@ -56,7 +56,8 @@ class Registry(Generic[T]):
         self.entry_points = entry_points
         self._lazy: dict[str, Lazy] = {name: Lazy(spec) if isinstance(spec, str) else spec
                                        for name, spec in (builtins or {}).items()}
-        self._loaded: dict[str, T] = {}
+        self._loaded: dict[str, T] = {}  # built-ins and entry points, once imported
+        self._registered: dict[str, T] = {}  # register()'s, over a built-in of the same name
         self._discovered = entry_points is None
 
     def _discover(self) -> None:
@@ -65,7 +66,7 @@ class Registry(Generic[T]):
             return
         self._discovered = True
         for point in importlib.metadata.entry_points(group=self.entry_points or ""):
-            if point.name in self._lazy or point.name in self._loaded:
+            if point.name in self._lazy or point.name in self._registered:
                 _log.debug("%s %r from %s is shadowed by a built-in or registered one",
                            self.kind, point.name, point.value)
                 continue
@@ -74,11 +75,11 @@ class Registry(Generic[T]):
     def names(self, *, sort: bool = True) -> tuple[str, ...]:
         """Names of every registered implementation: sorted, or built-ins first in their order."""
         self._discover()
-        names = dict.fromkeys([*self._lazy, *self._loaded])
+        names = dict.fromkeys([*self._lazy, *self._registered])
         return tuple(sorted(names) if sort else names)
 
     def __contains__(self, name: object) -> bool:
-        if name in self._lazy or name in self._loaded:
+        if name in self._lazy or name in self._registered:
             return True
         self._discover()
         return name in self._lazy
@@ -90,6 +91,8 @@ class Registry(Generic[T]):
             UnknownNameError: no such name; the message lists the choices.
             MissingExtraError: its optional dependency is not installed; names the extra.
         """
+        if name in self._registered:
+            return self._registered[name]
         if name in self._loaded:
             return self._loaded[name]
         spec = self._lazy.get(name)
@@ -114,12 +117,13 @@ class Registry(Generic[T]):
         return value
 
     def extra_of(self, name: str) -> str | None:
-        """The extra a built-in name needs (None: none, or not a built-in)."""
-        spec = self._lazy.get(name)
+        """The extra a built-in name needs (None: none, not a built-in, or registered over one)."""
+        spec = None if name in self._registered else self._lazy.get(name)
         return None if spec is None else spec.extra
 
     def register(self, name: str, value: T, *, replace: bool = False) -> None:
-        """Add ``value`` under ``name`` (for plugins and tests).
+        """Add ``value`` under ``name`` (for plugins and tests); with ``replace``, over a built-in
+        or registered one, which :meth:`unregister` brings back (a built-in) or removes.
 
         Raises:
             ValueError: the name is taken and ``replace`` is off.
@@ -127,9 +131,10 @@ class Registry(Generic[T]):
         if not replace and name in self:
             raise ValueError(f"a {self.kind} named {name!r} is already registered "
                              "(pass replace=True to replace it)")
-        self._lazy.pop(name, None)
-        self._loaded[name] = value
+        self._registered[name] = value
 
     def unregister(self, name: str) -> None:
-        """Remove a name registered with :meth:`register` (a plugin's teardown); built-ins stay."""
-        self._loaded.pop(name, None)
+        """Remove a name registered with :meth:`register` (a plugin's teardown): a built-in it
+        replaced answers to its name again. Built-ins stay: for one never replaced (or a name
+        not registered) this does nothing."""
+        self._registered.pop(name, None)
