@@ -74,7 +74,6 @@ if TYPE_CHECKING:
     from packer.read.readahead import ReadAheadSampler
     from packer.read.samplers import ShardAwareSampler
     from packer.read.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
-    from packer.sizes import parse_size
     from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem, SourceOptions
     from packer.source.imagefolder import IMG_EXTENSIONS, find_classes, scan_imagefolder
     from packer.source.registry import open_source, register_source, source_names
@@ -85,7 +84,7 @@ if TYPE_CHECKING:
     from packer.tools.demo.run import DemoReport, run_demo
     from packer.tools.export.writer import ExportResult, export_dataset
     from packer.tools.findings import Problem, VerifyReport
-    from packer.tools.info import dataset_info
+    from packer.tools.info import DatasetInfo, dataset_info, dataset_versions
     from packer.tools.preview.sheet import ContactSheet, make_contact_sheet, write_contact_sheet
     from packer.tools.publish import (
         PushResult,
@@ -124,7 +123,7 @@ _HOMES = {
     "packer.store.base": ["Store"],
     "packer.store.urls": ["open_store", "register_store", "store_schemes"],
     "packer.store.cache.node": ["CacheInfo", "NodeCache"],
-    "packer.tools.info": ["dataset_info"],
+    "packer.tools.info": ["DatasetInfo", "dataset_info", "dataset_versions"],
     "packer.tools.verify": ["verify_dataset"],
     "packer.tools.findings": ["Problem", "VerifyReport"],
     "packer.tools.export.writer": ["ExportResult", "export_dataset"],
@@ -138,7 +137,6 @@ _HOMES = {
     "packer.format.manifest": ["Manifest"],
     "packer.format.backends": ["Backend", "ShardReader", "ShardWriter", "backend_names", "register_backend"],
     "packer.format.codecs": ["Codec", "codec_names", "register_codec"],
-    "packer.sizes": ["parse_size"],
     "packer.errors": [
         "AccessDeniedError", "BadImageError", "BucketNotFoundError", "CacheError", "ConversionError",
         "ConversionInterrupted", "DatasetBusyError", "DatasetError", "EmptySourceError",
@@ -167,6 +165,7 @@ __all__ = [
     "ConversionResult",
     "DatasetBusyError",
     "DatasetError",
+    "DatasetInfo",
     "DemoReport",
     "EmptySourceError",
     "Engine",
@@ -235,6 +234,7 @@ __all__ = [
     "convert",
     "convert_task",
     "dataset_info",
+    "dataset_versions",
     "engine_names",
     "export_dataset",
     "find_classes",
@@ -246,7 +246,6 @@ __all__ = [
     "open_engine",
     "open_source",
     "open_store",
-    "parse_size",
     "plan_conversion",
     "pull_dataset",
     "push_dataset",
@@ -276,6 +275,8 @@ _DEPRECATED = {
                     "(to='lmdb'); list them with packer.backend_names() and add one with "
                     "packer.register_backend()"),
     "SOURCES": ("packer.source.registry", "use packer.source_names() and packer.register_source()"),
+    "parse_size": ("packer.sizes", "every size argument takes text ('512MB', '50GB') as it is; "
+                   "parse sizes for your own options with your own code"),
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__, deprecated=_DEPRECATED)

@@ -213,9 +213,9 @@ def test_array_tasks_run_together_and_merge_waits_for_them(tmp_path: Path) -> No
 def test_info_shows_the_holder(tmp_path: Path) -> None:
     src, dst = mixed_tree(tmp_path / "src", count=4, broken=False), tmp_path / "dst"
     packer.convert(src, dst, to="hdf5", workers=1)
-    assert dataset_info(dst)["leases"] == []
+    assert dataset_info(dst).leases == ()
     with dataset_lock(str(dst), "update"):
-        [lease] = dataset_info(dst)["leases"]
+        [lease] = dataset_info(dst).leases
         assert (lease["slot"], lease["command"], lease["pid"], lease["stale"]) == ("exclusive", "update",
                                                                                   os.getpid(), False)
         assert f"  in use: update by host {lease['host']} pid {os.getpid()} since " in format_info(
@@ -244,12 +244,12 @@ def test_push_and_gc_honour_the_lease_at_the_url(tmp_path: Path, s3_bucket: str,
         with pytest.raises(DatasetBusyError, match="Cannot collect garbage in .*in use by push"):
             collect_remote_garbage(url)
         assert collect_remote_garbage(url, dry_run=True).dry_run  # reading needs no lease
-        [holder] = dataset_info(url)["leases"]
+        [holder] = dataset_info(url).leases
         assert (holder["command"], holder["pid"]) == ("push", os.getpid())
         time.sleep(2.5)  # past the time to live: its keeper renews it through its own S3 client
         lease.check()
     store.put(f"{LEASE_DIR}/exclusive.json", _foreign_record(expired=True, command="push"))
     assert push_dataset(dst, url).version == 1  # the expired lease is taken over
     collect_remote_garbage(url)
-    assert dataset_info(url)["leases"] == [] and packer.verify_dataset(url).ok
+    assert dataset_info(url).leases == () and packer.verify_dataset(url).ok
     assert json.loads(store.read("index.json"))["format"] == "packer"

@@ -37,7 +37,8 @@ PUBLIC = sorted([
     "open_source", "register_source", "source_names", "Source", "SourceOptions", "SourceIndex",
     "SourceItem", "ScanReport", "ItemReader", "scan_imagefolder", "find_classes", "IMG_EXTENSIONS",
     # tools
-    "dataset_info", "verify_dataset", "VerifyReport", "Problem", "export_dataset", "ExportResult",
+    "dataset_info", "DatasetInfo", "dataset_versions", "verify_dataset", "VerifyReport", "Problem",
+    "export_dataset", "ExportResult",
     "sample_info", "SampleInfo", "sample_bytes", "save_sample", "make_contact_sheet",
     "write_contact_sheet", "ContactSheet", "bench", "BenchReport", "run_demo", "DemoReport",
     # remote storage
@@ -45,14 +46,14 @@ PUBLIC = sorted([
     "open_store", "register_store", "store_schemes", "Store", "NodeCache", "CacheInfo",
     # format and extension points
     "Manifest", "Backend", "ShardWriter", "ShardReader", "backend_names", "register_backend", "Codec",
-    "codec_names", "register_codec", "parse_size",
+    "codec_names", "register_codec",
 ]) + ERRORS
 
 #: The plugin contract suites (``packer.testing``, documented on the same page).
 TESTING = ["BackendContract", "CodecContract", "EngineContract", "SourceContract", "StoreContract"]
 
 #: What packer 0.2.0 exported and no longer does; each still resolves, with a warning.
-DEPRECATED = {"packer": ["FolderIndex", "SOURCES", "get_backend"],
+DEPRECATED = {"packer": ["FolderIndex", "SOURCES", "get_backend", "parse_size"],
               "packer.conversion": ["ArrayTask", "DEFAULT_SHARD_SIZE", "Destination", "DestinationState",
                                     "ENGINES", "PlannedShard", "array_task", "dry_run", "run_conversion",
                                     "run_conversion_task"],

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from packer import parse_size
-from packer.sizes import format_size
+from packer.sizes import format_size, parse_size
 
 
 @pytest.mark.parametrize(("text", "expected"), [

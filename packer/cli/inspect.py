@@ -129,7 +129,7 @@ def info(dst: str, as_json: bool) -> None:
     from packer.tools.info import dataset_info
 
     summary = dataset_info(dst)
-    say(json.dumps(summary, indent=2, sort_keys=True) if as_json else format_info(summary))
+    say(json.dumps(summary.to_dict(), indent=2, sort_keys=True) if as_json else format_info(summary))
 
 
 @click.command()

@@ -32,10 +32,10 @@ def push(dst: str, url: str, workers: int) -> None:
 
 @click.group()
 def cache() -> None:
-    """The node's cache of remote datasets.
+    """The node's cache of remote datasets ($PACKER_CACHE, else $XDG_CACHE_HOME/packer, else
+    ~/.cache/packer).
 
-    It lives in $PACKER_CACHE if set, else $XDG_CACHE_HOME/packer, else ~/.cache/packer. Its
-    bound is set per reading process (cache_limit= of open_dataset); `info` shows the last one.
+    Its bound is set per reading process (cache_limit= of open_dataset); `info` shows the last one.
     """
 
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from packer.tools.demo.run import DemoReport, run_demo
     from packer.tools.export.writer import ExportResult, export_dataset
     from packer.tools.findings import Problem, VerifyReport
-    from packer.tools.info import dataset_info
+    from packer.tools.info import DatasetInfo, dataset_info, dataset_versions
     from packer.tools.preview.sheet import ContactSheet, make_contact_sheet, write_contact_sheet
     from packer.tools.publish import (
         PushResult,
@@ -28,13 +28,14 @@ if TYPE_CHECKING:
     from packer.tools.show import SampleInfo, sample_bytes, sample_info, save_sample
     from packer.tools.verify import verify_dataset
 
-__all__ = ["BenchReport", "ContactSheet", "DemoReport", "ExportResult", "Problem", "PushResult",
-           "RemoteGcResult", "SampleInfo", "VerifyReport", "collect_remote_garbage", "dataset_info",
-           "export_dataset", "make_contact_sheet", "pull_dataset", "push_dataset", "run_demo",
-           "sample_bytes", "sample_info", "save_sample", "verify_dataset", "write_contact_sheet"]
+__all__ = ["BenchReport", "ContactSheet", "DatasetInfo", "DemoReport", "ExportResult", "Problem",
+           "PushResult", "RemoteGcResult", "SampleInfo", "VerifyReport", "collect_remote_garbage",
+           "dataset_info", "dataset_versions", "export_dataset", "make_contact_sheet", "pull_dataset",
+           "push_dataset", "run_demo", "sample_bytes", "sample_info", "save_sample", "verify_dataset",
+           "write_contact_sheet"]
 _INTERNAL = "it is internal (its module may change in any release)"
 __getattr__, __dir__ = lazy_exports(__name__, {
-    ".info": ["dataset_info"],
+    ".info": ["DatasetInfo", "dataset_info", "dataset_versions"],
     ".verify": ["verify_dataset"],
     ".findings": ["Problem", "VerifyReport"],
     ".show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],

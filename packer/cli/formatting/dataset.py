@@ -9,6 +9,7 @@ from typing import Any
 from packer.cli.formatting.listing import MAX_LISTED, append_listing
 from packer.sizes import format_size
 from packer.tools.export.writer import ExportResult
+from packer.tools.info import DatasetInfo
 from packer.tools.preview.sheet import ContactSheet
 from packer.tools.show import SampleInfo
 from packer.tools.verify import VerifyReport
@@ -58,8 +59,9 @@ def _source_kind(info: dict[str, Any]) -> str:
     return f" ({kind}" + (f"; {params}" if params else "") + ")"
 
 
-def format_info(info: dict[str, Any]) -> str:
-    """Render :func:`dataset_info` for people."""
+def format_info(record: DatasetInfo) -> str:
+    """Render :func:`dataset_info` for people (from its JSON form, the one ``--json`` prints)."""
+    info = record.to_dict()
     lines = [
         f"{info['path']}",
         f"  backend {info['backend']}, codec {info['codec']}, check {info['check']}, "
