@@ -192,13 +192,8 @@ def verify_dataset(
     found = Findings()
     ranges_ok = _check_manifest(manifest, found)
     layout = _layout(manifest, found)
-    intact: set[str] = set()
     files: list[ShardEntry | FileEntry] = [*manifest.shards, *manifest.sample_index.values()]
-    with ProgressBar(total=manifest.num_bytes, unit="B", unit_scale=True, desc="verifying checksums",
-              disable=None if progress else True, dynamic_ncols=True) as bar:
-        for entry in files:
-            if _check_file(top, entry, found, bar):
-                intact.add(entry.path)
+    intact = _intact_files(top, files, manifest.num_bytes, found, progress)
     shards_checked = sum(shard.path in intact for shard in manifest.shards)
     index = _open_index(top, manifest, intact, found) if ranges_ok else None
     if deep and index is not None:
@@ -207,21 +202,8 @@ def verify_dataset(
         found.notes.append("labels and paths were not checked: the sample index is damaged or "
                            "disagrees with the shards")
 
-    codec: Codec | None = None
-    if deep:
-        try:
-            codec = get_codec(manifest.codec, manifest.codec_params)
-        except PackerError as err:
-            found.add(MANIFEST_NAME, "decode_error", f"samples cannot be decoded: {err}")
-    if src is not None and not keeps_source_bytes(manifest.codec):
-        found.add(MANIFEST_NAME, "not_applicable", f"against= compares stored bytes with source "
-                  f"files, but codec {manifest.codec!r} re-encoded them; use deep=True instead")
-        src = None
-    if src is not None and index is None:
-        found.notes.append("samples were not compared with the source: the sample index or the "
-                           "shard ranges are damaged, so sample paths are unknown")
-        src = None
-
+    codec = _decoder(manifest, found) if deep else None
+    src = _comparable(manifest, src, index, found)
     counts = Counter[str]()
     try:
         if codec is not None or src is not None:
@@ -239,6 +221,41 @@ def verify_dataset(
         samples_checked=counts["checked"], samples_compared=counts["compared"],
         samples_skipped=counts["skipped"], problems=tuple(found.listed),
         problem_counts=dict(found.counts), notes=tuple(found.notes))
+
+
+def _intact_files(top: str, files: list[ShardEntry | FileEntry], num_bytes: int, found: Findings,
+                  progress: bool) -> set[str]:
+    """The files (shards and index arrays) whose size and sha256 match the manifest."""
+    intact: set[str] = set()
+    with ProgressBar(total=num_bytes, unit="B", unit_scale=True, desc="verifying checksums",
+                     disable=None if progress else True, dynamic_ncols=True) as bar:
+        for entry in files:
+            if _check_file(top, entry, found, bar):
+                intact.add(entry.path)
+    return intact
+
+
+def _decoder(manifest: Manifest, found: Findings) -> Codec | None:
+    """The dataset's codec for decoding every sample; None (and a problem) when it cannot be made."""
+    try:
+        return get_codec(manifest.codec, manifest.codec_params)
+    except PackerError as err:
+        found.add(MANIFEST_NAME, "decode_error", f"samples cannot be decoded: {err}")
+        return None
+
+
+def _comparable(manifest: Manifest, src: SourceComparison | None, index: SampleIndex | None,
+                found: Findings) -> SourceComparison | None:
+    """``src`` when stored bytes can be compared with it; None (and why) when they cannot."""
+    if src is not None and not keeps_source_bytes(manifest.codec):
+        found.add(MANIFEST_NAME, "not_applicable", f"against= compares stored bytes with source "
+                  f"files, but codec {manifest.codec!r} re-encoded them; use deep=True instead")
+        return None
+    if src is not None and index is None:
+        found.notes.append("samples were not compared with the source: the sample index or the "
+                           "shard ranges are damaged, so sample paths are unknown")
+        return None
+    return src
 
 
 def _read_samples(root: str, manifest: Manifest, intact: set[str], index: SampleIndex | None,
