@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 from typing import Final
 
 from packer.errors import SourceNotFoundError
 from packer.registry import Lazy, Registry
 from packer.source.base import Source, SourceOptions
+from packer.source.braces import expand_braces
 
 __all__ = ["ARCHIVE_SUFFIXES", "SOURCES", "detect_kind", "expand_pattern", "open_source", "register_source",
            "source_names"]
@@ -53,26 +53,25 @@ def register_source(name: str, source: type[Source], *, replace: bool = False) -
 
 #: File names an archive of a tree may have.
 ARCHIVE_SUFFIXES: Final = (".tar", ".tar.gz", ".tgz", ".zip")
-_BRACES = re.compile(r"\{(\d+)\.\.(\d+)\}")
 
 
 def expand_pattern(pattern: str) -> list[str]:
-    """The paths a brace pattern (``train-{000000..000146}.tar``, ranges keep their zero
-    padding) or a glob (``*.parquet``) names, in order; ``[pattern]`` for a plain path."""
-    match = _BRACES.search(pattern)
-    if match is not None:
-        first, last = match.group(1), match.group(2)
-        width = len(first) if first.startswith("0") else 0
-        return [path for number in range(int(first), int(last) + 1)
-                for path in expand_pattern(pattern[:match.start()] + str(number).zfill(width)
-                                           + pattern[match.end():])]
-    if glob.has_magic(pattern):
-        return sorted(glob.glob(pattern))
-    return [pattern]
+    """The paths a brace pattern (``train-{000000..000146}.tar``, ``{train,val}-{0..9}.tar``:
+    :mod:`packer.source.braces`) or a glob (``*.parquet``) names, in order (each brace name
+    that is a glob, its matches sorted); ``[pattern]`` for a plain path.
+
+    Raises:
+        SourceError: unbalanced braces, or a pattern naming too many files.
+        UnsafeKeyError: braces that name a file outside the pattern's folder.
+    """
+    if "{" not in pattern:
+        return sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+    return [path for name in expand_braces(pattern)
+            for path in (sorted(glob.glob(name)) if glob.has_magic(name) else [name])]
 
 
 def _is_pattern(location: str) -> bool:
-    return bool(_BRACES.search(location)) or glob.has_magic(location)
+    return "{" in location or glob.has_magic(location)
 
 
 def _only_files_ending(folder: str, suffix: str) -> bool:
