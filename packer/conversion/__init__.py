@@ -1,4 +1,4 @@
-"""Layer 3, the job: turn a source into a packed dataset, crash-safely, on any engine.
+"""Layer 4, the job: turn a source into a packed dataset, crash-safely, on any engine.
 
 :func:`convert` (:mod:`~packer.conversion.run`) checks DST (:mod:`~packer.conversion.destination.state`),
 scans and plans (:mod:`~packer.conversion.job`, built from one :class:`ConversionOptions`), writes

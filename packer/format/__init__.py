@@ -1,4 +1,4 @@
-"""Layer 2, the on-disk format: manifest, sample index, shard set, codecs and storage backends.
+"""Layer 3, the on-disk format: manifest, sample index, shard set, codecs and storage backends.
 
 What a packed dataset is on disk, and how its bytes are written and read, without torch.
 Names are imported on first use.

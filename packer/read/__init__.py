@@ -1,4 +1,4 @@
-"""Layer 3, the torch side: datasets, samplers, DataLoader settings and the fast-path transforms.
+"""Layer 4, the torch side: datasets, samplers, DataLoader settings and the fast-path transforms.
 
 Never imports :mod:`packer.conversion` (nor the other way round). Names are imported on first
 use, so importing a submodule does not load every other one.

@@ -1,4 +1,4 @@
-"""Layer 4, what users run on a finished dataset: info, verify, show, export, preview, bench, demo.
+"""Layer 5, what users run on a finished dataset: info, verify, show, export, preview, bench, demo.
 
 (:func:`packer.tools.bench.bench` is not re-exported here: the name is its module's.) Only
 :mod:`~packer.tools.bench`, :mod:`~packer.tools.profiling` and :mod:`~packer.tools.demo.run`
