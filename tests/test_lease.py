@@ -228,7 +228,9 @@ def test_info_shows_the_holder(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_push_and_gc_honour_the_lease_at_the_url(tmp_path: Path, s3_bucket: str, s3_env: Any,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PACKER_LEASE_TTL", "2")
+    # A time to live short enough to outlast in a test, long enough that a loaded machine (CI
+    # under coverage) still runs the busy checks below within it: 2 s failed there.
+    monkeypatch.setenv("PACKER_LEASE_TTL", "4")
     monkeypatch.setenv("PACKER_LEASE_RENEW", "0.3")
     src, dst = mixed_tree(tmp_path / "src", count=4, broken=False), tmp_path / "dst"
     packer.convert(src, dst, to="lmdb", workers=1)
@@ -246,7 +248,7 @@ def test_push_and_gc_honour_the_lease_at_the_url(tmp_path: Path, s3_bucket: str,
         assert collect_remote_garbage(url, dry_run=True).dry_run  # reading needs no lease
         [holder] = dataset_info(url).leases
         assert (holder["command"], holder["pid"]) == ("push", os.getpid())
-        time.sleep(2.5)  # past the time to live: its keeper renews it through its own S3 client
+        time.sleep(4.5)  # past the time to live: its keeper renews it through its own S3 client
         lease.check()
     store.put(f"{LEASE_DIR}/exclusive.json", _foreign_record(expired=True, command="push"))
     assert push_dataset(dst, url).version == 1  # the expired lease is taken over
