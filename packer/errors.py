@@ -116,7 +116,8 @@ class SourceNotFoundError(SourceError, FileNotFoundError):
 
 
 class EmptySourceError(SourceError, FileNotFoundError):
-    """SRC has no class folders, or a class folder holds no image."""
+    """SRC has no class folders, a class folder holds no image, or every item is skipped
+    (a conversion that would pack nothing stops: :mod:`packer.conversion.outcome`)."""
 
 
 class BadImageError(SourceError):

@@ -242,3 +242,47 @@ def test_dryrun_imports_neither_torch_nor_click() -> None:
     imported |= {node.module for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom) and node.module}
     assert not {name.split(".")[0] for name in imported} & {"torch", "click", "torchvision"}
+
+
+def test_a_webdataset_dry_run_speaks_of_samples_and_shows_the_pattern(standard_tree: Path,
+                                                                      tmp_path: Path) -> None:
+    from sourcekinds import write_webdataset
+
+    write_webdataset(standard_tree, tmp_path / "wds", per_shard=4)
+    pattern = str(tmp_path / "wds" / "shard-{000000..000003}.tar")
+    plan = plan_conversion(pattern, to="lmdb")
+    text = format_plan(plan)
+    assert text.startswith(f"Dry run: {pattern} -> lmdb") and f"{plan.num_images} samples in" in text
+    assert "classes (index, name, samples):" in text
+    assert "at the root (outside any class)" not in text and "without an image name" not in text
+    assert plan.to_dict()["src"] == plan.src and "would_stop" not in plan.to_dict()
+
+
+def test_a_parquet_dry_run_speaks_of_rows_and_says_when_nothing_would_be_packed(tmp_path: Path) -> None:
+    from parquet_tools import Row, write_table
+
+    table = write_table(tmp_path / "t" / "train.parquet",
+                        [Row("imgs/0.png", None, 0), Row("imgs/1.png", None, 1), Row(None, None, 0)],
+                        classes=["a", "b"])
+    plan = plan_conversion(str(tmp_path / "t" / "*.parquet"), to="lmdb")
+    text = format_plan(plan)
+    assert text.startswith(f"Dry run: {tmp_path / 't' / '*.parquet'} -> lmdb") and "3 rows in" in text
+    assert "at the root (outside any class)" not in text
+    assert plan.would_stop is not None and not plan.would_fail_empty
+    assert plan.to_dict()["would_stop"] == plan.would_stop
+    assert "(missing 2, missing_image 1)" in plan.would_stop
+    assert f"WARNING: the conversion would stop: {plan.would_stop}." in text
+    with pytest.raises(EmptySourceError) as raised:
+        convert(table, tmp_path / "dst", to="lmdb", workers=1)
+    stops = plan.would_stop.replace("*.parquet", "train.parquet")
+    assert f"The conversion stops: {stops}" in str(raised.value)
+    assert not (tmp_path / "dst").exists()
+
+
+def test_a_run_that_reads_nothing_packable_stops_before_the_manifest(make_tree: Any, tmp_path: Path) -> None:
+    src = make_tree({"a/x.jpg": b"not an image", "b/y.png": b"nor this"})
+    with pytest.raises(EmptySourceError, match=r"every one of the 2 images .* is skipped \(not_an_image 2\)"):
+        convert(src, tmp_path / "dst", to="lmdb", workers=1)
+    assert not (tmp_path / "dst" / "index.json").exists()
+    with pytest.raises(packer.IncompleteDatasetError):
+        packer.open_dataset(tmp_path / "dst")

@@ -111,7 +111,7 @@ def test_bad_rows_are_skipped_with_reasons_and_counts_add_up(tmp_path: Path) -> 
     reasons = {s.path: s.reason for s in manifest.skipped}
     assert {k: v for k, v in reasons.items() if k != "broken.jpg"} == {
         "no_label.jpg": "missing_label", "unlabelled.jpg": "missing_label", "too_big.jpg": "missing_label",
-        "null_image.jpg": "missing_image", "empty.jpg": "empty_file"}
+        "null_image.jpg": "missing", "empty.jpg": "empty_file"}  # no bytes: its path names no file
     assert reasons["broken.jpg"] in ("truncated", "decode_error", "not_an_image")
     details = {s.path: s.detail for s in manifest.skipped}
     assert "row 2 of" in details["unlabelled.jpg"] and "-1" in details["unlabelled.jpg"]
@@ -121,7 +121,7 @@ def test_bad_rows_are_skipped_with_reasons_and_counts_add_up(tmp_path: Path) -> 
     assert [ds[i][0] for i in range(4)] == [r.data for r in good]
     # A dry run counts the rows the scan knows will be skipped apart from the classes.
     plan = packer.plan_conversion(tmp_path / "t.parquet", to="lmdb")
-    assert plan.known_skips == {"empty_file": 1, "missing_image": 1, "missing_label": 3}
+    assert plan.known_skips == {"empty_file": 1, "missing": 1, "missing_label": 3}
     assert list(plan.class_counts) == [2, 1, 2] and plan.num_images == len(rows)  # broken.jpg: class 2
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from packer.conversion.job import scan_source
 from packer.conversion.options import ConversionOptions, conversion_options, option_keywords
+from packer.conversion.outcome import known_skip_counts, nothing_to_pack
 from packer.conversion.plan import planned_item_sizes, shard_name
 from packer.conversion.sharding import plan_shards
 from packer.format.manifest import estimate_manifest_bytes
@@ -80,6 +81,14 @@ class ConversionPlan:
     #: Items the scan already knows will be skipped, by reason (no label, no image): not in
     #: ``class_counts``.
     known_skips: dict[str, int] = field(default_factory=dict, hash=False)
+    #: Why the real conversion would stop though every class has images (every item is skipped:
+    #: :mod:`packer.conversion.outcome`), or None.
+    would_stop: str | None = None
+    #: SRC as it was given (a pattern stays a pattern), what its items are called, and what the
+    #: scan saw and will not pack, in the source kind's words (None: only the notes say it).
+    location: str = ""
+    item_words: str = "images"
+    not_packed: str | None = None
 
     @property
     def class_to_idx(self) -> dict[str, int]:
@@ -105,6 +114,7 @@ class ConversionPlan:
                      "other_files": report.other_files, "root_files": report.root_files,
                      "notes": list(report.notes)},
             "known_skips": dict(self.known_skips),
+            **({"would_stop": self.would_stop} if self.would_stop is not None else {}),
             "shards": [{"name": s.name, "start": s.start, "stop": s.stop, "num_images": s.num_images,
                         "planned_bytes": s.planned_bytes, "estimated_bytes": s.estimated_bytes,
                         "first_path": s.first_path, "last_path": s.last_path} for s in self.shards],
@@ -147,15 +157,9 @@ def _plan_of(source: Source, index: SourceIndex, options: ConversionOptions) -> 
     include_hidden, allow_empty = options.include_hidden, options.allow_empty
     items = index.items
     sizes = [max(item.size, 0) for item in items]
-    counts = [0] * len(index.classes)
     reader = source.reader()
-    known_skips: Counter[str] = Counter()
-    for item in items:
-        reason = reader.known_skip(item)
-        if reason is None:
-            counts[item.label] += 1
-        else:
-            known_skips[reason] += 1
+    counts, known_skips = known_skip_counts(index, reader)
+    stops = nothing_to_pack(source, known_skips) if items and sum(counts) == 0 else None
     empty = tuple(name for name, count in zip(index.classes, counts, strict=True) if count == 0)
     original = chosen_codec.keeps_source_bytes
     shards = tuple(
@@ -178,12 +182,14 @@ def _plan_of(source: Source, index: SourceIndex, options: ConversionOptions) -> 
     return ConversionPlan(
         src=index.root, backend=backend.name, codec=codec_name, shard_size=planned_size,
         classes=index.classes, class_counts=tuple(counts), empty_classes=empty,
-        would_fail_empty=bool(empty) and not allow_empty, include_hidden=include_hidden,
+        would_fail_empty=bool(empty) and not allow_empty and stops is None, include_hidden=include_hidden,
         extensions=Counter(os.path.splitext(item.relpath)[1].lower() for item in items),
         num_images=len(items), source_bytes=sum(sizes),
         unknown_sizes=sum(1 for item in items if item.size < 0), report=index.report,
         shards=shards, estimated_output_bytes=estimate, source_kind=source.kind,
         source_description=source.describe(), known_skips=dict(sorted(known_skips.items())),
+        would_stop=stops, location=source.location, item_words=source.item_words(),
+        not_packed=source.not_packed(index.report),
     )
 
 

@@ -18,6 +18,7 @@ from packer.conversion.destination.resume import (
 )
 from packer.conversion.destination.state import Destination, DestinationState
 from packer.conversion.options import ConversionOptions
+from packer.conversion.outcome import check_something_to_pack
 from packer.conversion.plan import JobPlan, planned_item_sizes, scan_info, shard_name
 from packer.conversion.sharding import plan_shards
 from packer.conversion.tasks import ShardTask
@@ -73,6 +74,7 @@ def plan_source(source: Source, destination: Destination, state: DestinationStat
     """Scan ``source`` and plan its shards for ``destination``; touch nothing."""
     index = source.scan()
     reader = source.reader()
+    check_something_to_pack(source, index, reader)
     options = options.for_source(source.kind)
     recorded = options.recorded()
     fingerprint = plan_fingerprint(source.location, recorded, index, index.metadata)

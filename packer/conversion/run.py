@@ -34,6 +34,7 @@ from packer.conversion.options import (
     conversion_options,
     option_keywords,
 )
+from packer.conversion.outcome import check_something_packed
 from packer.errors import OutputError
 from packer.format.manifest import Manifest
 
@@ -92,7 +93,8 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str],
 
     Raises:
         SourceError: SRC is missing, has no classes, has an empty class, or (``strict``) holds
-            a bad file (:class:`BadImageError`).
+            a bad file (:class:`BadImageError`); :class:`EmptySourceError` when every item is
+            skipped (nothing would be packed: no 0-sample dataset is written).
         OutputExistsError: DST is not empty and neither ``overwrite`` nor ``resume`` applies.
         ResumeError: ``resume`` over a run of another source tree or other options.
         OutputError: DST cannot be used (a file, inside SRC, a foreign directory, read-only,
@@ -137,6 +139,8 @@ def _write_job(job: Job, chosen: Engine, *, resume: bool, progress: bool, starte
         kept = slot.kept
         todo = [task for task in job.tasks if task.index not in kept]
         results = write_shards(job, todo, kept, slot.staging, chosen, progress=progress)
+        check_something_packed(job.source, job.dst, sum(len(r.relpaths) for r in results.values()),
+                               (s.reason for r in results.values() for s in r.skipped))
         try:
             manifest = slot.commit(lambda: build_manifest(job.dst, plan,
                                                           [results[i] for i in range(len(job.tasks))]))

@@ -182,7 +182,7 @@ _OPTION_FLAGS: Mapping[str, str] = {
 
 #: Which kinds take each option, for messages.
 _OPTION_KINDS: Mapping[str, str] = {
-    "include_hidden": "tree or archive", "is_valid_file": "tree", "root": "list file",
+    "include_hidden": "tree or archive", "is_valid_file": "tree", "root": "list file or Parquet",
     "path_column": "list file", "label_column": "list file or Parquet", "classes_file": "list file",
     "label_field": "WebDataset", "image_column": "Parquet",
 }
@@ -242,6 +242,16 @@ class Source(ABC):
     def describe(self) -> str:
         """What the source is, for people (``an ImageFolder tree``, ``a tar of 1000 tars``)."""
         return f"a {self.kind} source"
+
+    def item_words(self) -> str:
+        """What this kind's items are called in a report (``images``; ``samples``, ``rows``)."""
+        return "images"
+
+    def not_packed(self, report: ScanReport) -> str | None:
+        """What the scan saw and will not pack, in this kind's words, for the dry run (None:
+        nothing beyond the report's notes). A tree's: files without an image name, at the root."""
+        return (f"{report.other_files} file(s) without an image name, {report.root_files} file(s) at "
+                "the root (outside any class)")
 
     def scan_filter(self) -> str:
         """How items were recognised, for the manifest's ``scan.filter``: the kind's name, or

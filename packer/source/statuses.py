@@ -17,7 +17,8 @@ from typing import Final
 
 __all__ = ["CORRUPT", "EMPTY", "FROM_FILE", "LABEL_OUT_OF_RANGE", "LABEL_STATUSES", "MISSING",
            "MISSING_IMAGE", "MISSING_LABEL", "NEGATIVE_LABEL", "NOT_REGULAR", "OK", "OUTSIDE_ROOT",
-           "STATUS_REASONS", "TOO_LARGE", "TRUNCATED", "UNKNOWN_LABEL_NAME", "UNSAFE_PATH", "skip_reason"]
+           "PERMISSION_DENIED", "STATUS_REASONS", "TOO_LARGE", "TRUNCATED", "UNKNOWN_LABEL_NAME",
+           "UNSAFE_PATH", "skip_reason"]
 
 OK: Final = 0
 #: The archive ends before the member's last byte.
@@ -48,6 +49,8 @@ UNSAFE_PATH: Final = 12
 OUTSIDE_ROOT: Final = 13
 #: Not a skip: the image is a file a table names by path, read from there (a Parquet row).
 FROM_FILE: Final = 14
+#: A file that cannot be opened for reading.
+PERMISSION_DENIED: Final = 15
 
 #: Each status that skips, and its skip reason (one of ``SKIP_REASONS``).
 STATUS_REASONS: Final[Mapping[int, str]] = {
@@ -55,7 +58,7 @@ STATUS_REASONS: Final[Mapping[int, str]] = {
     MISSING: "missing", MISSING_IMAGE: "missing_image", MISSING_LABEL: "missing_label",
     TOO_LARGE: "too_large", EMPTY: "empty_file", NEGATIVE_LABEL: "missing_label",
     LABEL_OUT_OF_RANGE: "missing_label", UNKNOWN_LABEL_NAME: "missing_label",
-    UNSAFE_PATH: "missing_image", OUTSIDE_ROOT: "missing_image",
+    UNSAFE_PATH: "missing_image", OUTSIDE_ROOT: "missing_image", PERMISSION_DENIED: "permission_denied",
 }
 
 #: The statuses that concern the label (the image itself may be fine).

@@ -83,11 +83,12 @@ def format_plan(plan: ConversionPlan) -> str:
     estimate = ("unknown until encoded" if plan.estimated_output_bytes is None
                 else f"about {format_size(plan.estimated_output_bytes)}")
     lines = [
-        (f"Dry run: {plan.src} -> {plan.backend}, codec {plan.codec}: {plan.num_images} images in "
+        (f"Dry run: {plan.location or plan.src} -> {plan.backend}, codec {plan.codec}: {plan.num_images} "
+         f"{plan.item_words} in "
          f"{len(plan.classes)} classes, {format_size(plan.source_bytes)} of source; output {estimate} "
          f"in {len(plan.shards)} shard(s) of about {format_size(plan.shard_size)}"),
         f"source: {plan.source_description} (--source-format {plan.source_kind})",
-        "classes (index, name, images):",
+        f"classes (index, name, {plan.item_words}):",
     ]
     width = min(max((len(name) for name in plan.classes), default=0), 40)
     for index, (name, count) in enumerate(zip(plan.classes, plan.class_counts, strict=True)):
@@ -107,14 +108,14 @@ def format_plan(plan: ConversionPlan) -> str:
     if plan.known_skips:
         lines.append("will be skipped (known from the scan): "
                      + ", ".join(f"{reason} {n}" for reason, n in plan.known_skips.items()))
-    lines.append(f"not packed: {report.other_files} file(s) without an image name, "
-                 f"{report.root_files} file(s) at the root (outside any class)")
+    if plan.not_packed is not None:
+        lines.append(f"not packed: {plan.not_packed}")
     if plan.unknown_sizes:
         lines.append(f"unknown sizes: {plan.unknown_sizes} file(s) could not be stat'ed (counted as 0 "
                      "bytes; a broken link is skipped when converting)")
     lines.append(f"shards ({len(plan.shards)}):")
     name_width = max((len(s.name) for s in plan.shards), default=5)
-    lines.append(f"  {'shard':<{name_width}}  {'items':>17}  {'images':>7}  {'planned':>10}  "
+    lines.append(f"  {'shard':<{name_width}}  {'items':>17}  {plan.item_words:>7}  {'planned':>10}  "
                  f"{'estimated':>10}  first .. last")
     for shard in plan.shards[:MAX_LISTED]:
         lines.append(f"  {shard.name:<{name_width}}  {f'{shard.start}..{shard.stop - 1}':>17}  "
@@ -122,6 +123,8 @@ def format_plan(plan: ConversionPlan) -> str:
                      f"{_size(shard.estimated_bytes):>10}  {shard.first_path} .. {shard.last_path}")
     if len(plan.shards) > MAX_LISTED:
         lines.append(f"  ... {len(plan.shards) - MAX_LISTED} more shards (--json lists all)")
+    if plan.would_stop is not None:
+        lines.append(f"WARNING: the conversion would stop: {plan.would_stop}.")
     if plan.would_fail_empty:
         names = ", ".join(repr(name) for name in plan.empty_classes)
         lines.append(f"WARNING: the conversion would stop: no image in class(es) {names}. Add images, "

@@ -6,7 +6,9 @@ kept until a row of another group is asked for: a shard's items are rows in orde
 group is decoded once per process, and memory holds one row group per process. Every read checks
 the row's byte count and digest against the scan's, so a table rewritten under the conversion
 is an error, never a wrong image; the count is checked from the column's offsets before the
-cell is copied out of Arrow's memory, so no cell over ``max_bytes`` is ever copied.
+cell is copied out of Arrow's memory, so no cell over ``max_bytes`` is ever copied. A row whose
+image is a file the table names by path (:mod:`packer.source.parquet.paths`) is read from that
+file, which must still have the size and mtime the scan saw.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from packer.per_process import PerProcess
 from packer.sizes import format_size
 from packer.source.base import ItemReader, SourceItem
 from packer.source.limits import DEFAULT_MAX_BYTES
+from packer.source.parquet.paths import PATH_STATUSES, path_detail, read_image_file, resolve
 from packer.source.parquet.schema import (
     EMPTY,
     MISSING_IMAGE,
@@ -35,6 +38,7 @@ from packer.source.parquet.schema import (
     UNKNOWN_NAME,
 )
 from packer.source.sourcefile import UnpackableFile
+from packer.source.statuses import FROM_FILE, OK, STATUS_REASONS, skip_reason
 
 __all__ = ["ParquetReader", "digest_of", "open_table"]
 
@@ -58,12 +62,16 @@ def open_table(path: str) -> pq.ParquetFile:
                           "kind of source with source_format=. Nothing was written.") from None
 
 
-def _skip(item: SourceItem, where: str, max_bytes: int) -> UnpackableFile:
-    """The reason the row behind ``item`` is skipped, from its locator."""
+def _skip(item: SourceItem, where: str, max_bytes: int, image_path: str | None = None,
+          root: str | None = None) -> UnpackableFile:
+    """The reason the row behind ``item`` is skipped, from its locator (``image_path``: the
+    path the row names, for the statuses about it)."""
     code, value = item.locator[4], item.locator[5]
+    if code in PATH_STATUSES:
+        detail = path_detail(code, image_path or "", root)
+        return UnpackableFile(STATUS_REASONS[code], f"row {item.locator[3]} of {where}: {detail}")
     reasons = {
-        MISSING_IMAGE: ("missing_image", "the image has no bytes in the table (a table that only names "
-                                         "image files by path: convert those files as a tree or list)"),
+        MISSING_IMAGE: ("missing_image", "the image has neither bytes nor a path in the table"),
         EMPTY: ("empty_file", "the image has zero bytes"),
         NO_LABEL: ("missing_label", "the label is null"),
         NEGATIVE: ("missing_label", f"the label is {value} (negative: an unlabelled row)"),
@@ -81,18 +89,21 @@ class ParquetReader(ItemReader):
     column ``column``), none over ``max_bytes``; see the module docstring."""
 
     def __init__(self, files: tuple[str, ...], leaf: str, column: str, *,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 max_bytes: int = DEFAULT_MAX_BYTES, paths: bool = False, root: str | None = None) -> None:
         self.files = files
         self.leaf = leaf
         self.column = column
         self.max_bytes = max_bytes
+        self.paths = paths  # the image column is a struct with a 'path' (read for rows without bytes)
+        self.root = root  # root=: where image paths resolve (None: each table's folder)
         self._here: PerProcess[_Opened] = PerProcess(_Opened)  # a forked child opens its own
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"files": self.files, "leaf": self.leaf, "column": self.column, "max_bytes": self.max_bytes}
+        return {"files": self.files, "leaf": self.leaf, "column": self.column, "max_bytes": self.max_bytes,
+                "paths": self.paths, "root": self.root}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update({"max_bytes": DEFAULT_MAX_BYTES, **state})
+        self.__dict__.update({"max_bytes": DEFAULT_MAX_BYTES, "paths": False, "root": None, **state})
         self._here = PerProcess(_Opened)
 
     def __eq__(self, other: object) -> bool:
@@ -129,8 +140,12 @@ class ParquetReader(ItemReader):
     def read(self, item: SourceItem) -> bytes:
         """The row's image bytes; see :meth:`ItemReader.read`."""
         number, group, row = item.locator[:3]
-        if item.locator[4] != 0:
-            raise _skip(item, self.files[number], self.max_bytes)
+        status = item.locator[4]
+        if status == FROM_FILE:
+            return self._read_file(item)
+        if status != OK:
+            path = self._image_path(item) if status in PATH_STATUSES else None
+            raise _skip(item, self.files[number], self.max_bytes, path, self.root)
         opened = self._here.get()
         with opened.lock:
             column = self._column(opened, number, group)
@@ -145,6 +160,34 @@ class ParquetReader(ItemReader):
             raise self._changed(item, number)
         return bytes(data)
 
+    def _image_path(self, item: SourceItem) -> str:
+        """The image path row ``item`` names in its table (a row group's paths kept per process)."""
+        number, group, row = item.locator[:3]
+        opened = self._here.get()
+        with opened.lock:
+            if opened.paths is None or opened.paths[:2] != (number, group):
+                opened.paths = None
+                self._column(opened, number, group)  # opens the file, or says why it cannot
+                handle = opened.file[1] if opened.file is not None else None
+                try:
+                    table = handle.read_row_group(group, columns=[f"{self.column}.path"], use_threads=False)
+                except (pa.ArrowException, OSError, AttributeError):
+                    raise self._changed(item, number) from None
+                opened.paths = (number, group, table.column(0).combine_chunks().flatten()[0].to_pylist())
+            paths = opened.paths[2]
+        path = paths[row] if row < len(paths) else None
+        if not isinstance(path, str):
+            raise self._changed(item, number)
+        return path
+
+    def _read_file(self, item: SourceItem) -> bytes:
+        """The image file the row names, as the scan found it (size, mtime) and no larger."""
+        number = item.locator[0]
+        found = resolve(self._image_path(item), os.path.dirname(self.files[number]), self.root)
+        if found.status != FROM_FILE or item.size > self.max_bytes:
+            raise self._changed(item, number)
+        return read_image_file(found.full, item.size, item.locator[5])
+
     def _changed(self, item: SourceItem, number: int) -> SourceError:
         return SourceError(f"Row {item.locator[3]} of {self.files[number]!r} changed during the "
                            "conversion (its image bytes differ from the scan's): convert again with "
@@ -152,9 +195,7 @@ class ParquetReader(ItemReader):
 
     def known_skip(self, item: SourceItem) -> str | None:
         """The reason a row without a usable label or image is skipped (None for the rest)."""
-        if item.locator[4] == 0:
-            return None
-        return _skip(item, self.files[item.locator[0]], self.max_bytes).reason
+        return skip_reason(item.locator[4])
 
 
 class _Opened:
@@ -165,3 +206,4 @@ class _Opened:
         self.lock = threading.Lock()
         self.file: tuple[int, pq.ParquetFile] | None = None
         self.group: tuple[int, int, pa.Array] | None = None
+        self.paths: tuple[int, int, list[str | None]] | None = None  # a row group's image paths

@@ -9,12 +9,17 @@ samples, like a list file's gaps; every file must give the same names), else int
 Scanning reads the label column, the other scalar columns (kept per sample as metadata, text
 cut to 64 KiB) and the image column once, one row group at a time, so memory stays bounded by one
 row group: a row's identity is its byte count and a digest of its bytes (BLAKE2b, 8 bytes as a
-signed int64, in the ``mtime_ns`` slot; a row has no mtime). A row's key is its image ``path``
+signed int64, in the ``mtime_ns`` slot; a row has no mtime). A row without image bytes whose
+``path`` names a file (as ``datasets``' ``to_parquet()`` writes a dataset built from files) is
+read from that file, on the rules of :mod:`packer.source.parquet.paths` (relative paths under
+``root=`` or the table's folder, absolute ones only under ``root=``); its identity is then the
+file's size and a digest of the path and the file's mtime. A row's key is its image ``path``
 when every row has one, all relative and different; else ``<file>/<row:08d><suffix>``
 (``<file>``: the file's path below the files' common folder, without ``.parquet``).
 
 A row that cannot be a sample is still an item, listed as skipped when the conversion reaches it:
-a null image ``missing_image``, empty bytes ``empty_file``, more bytes than ``max_bytes``
+a null image (and no path) ``missing_image``, a path that names no file ``missing``, empty bytes
+``empty_file``, more bytes than ``max_bytes``
 ``too_large`` (told from the column's offsets: the cell is never copied; it counts as
 ``max_bytes + 1`` bytes in plans), a null label, a negative one (how Hugging Face marks
 unlabelled rows), one outside the ClassLabel names or an unknown name ``missing_label``. Such
@@ -37,6 +42,7 @@ import pyarrow.parquet as pq
 from packer.errors import EmptySourceError, SourceError, SourceNotFoundError
 from packer.source.base import ScanReport, Source, SourceIndex, SourceItem, SourceOptions
 from packer.source.limits import DEFAULT_MAX_BYTES
+from packer.source.parquet.paths import locate_image
 from packer.source.parquet.read import ParquetReader, digest_of, open_table
 from packer.source.parquet.schema import (
     EMPTY,
@@ -51,7 +57,13 @@ from packer.source.parquet.schema import (
     table_layout,
 )
 from packer.source.registry import expand_pattern
-from packer.source.statuses import LABEL_OUT_OF_RANGE, MISSING_LABEL, NEGATIVE_LABEL, UNKNOWN_LABEL_NAME
+from packer.source.statuses import (
+    FROM_FILE,
+    LABEL_OUT_OF_RANGE,
+    MISSING_LABEL,
+    NEGATIVE_LABEL,
+    UNKNOWN_LABEL_NAME,
+)
 
 __all__ = ["ParquetReader", "ParquetSource", "parquet_files"]
 
@@ -98,7 +110,8 @@ class _Rows:
     locators: list[tuple[int, int, int, int]] = field(default_factory=list)  # file, group, row, row in file
     sizes: list[int] = field(default_factory=list)
     digests: list[int] = field(default_factory=list)
-    images: list[int] = field(default_factory=list)  # OK, MISSING_IMAGE, EMPTY or TOO_LARGE
+    images: list[int] = field(default_factory=list)  # a status: OK, FROM_FILE or why not
+    file_mtimes: dict[int, int] = field(default_factory=dict)  # row number -> its image file's mtime
     suffixes: list[str] = field(default_factory=list)
     paths: list[str | None] = field(default_factory=list)
     labels: list[Any] = field(default_factory=list)
@@ -107,7 +120,7 @@ class _Rows:
 
 
 def _scan_file(number: int, path: str, handle: pq.ParquetFile, layout: TableLayout, rows: _Rows,
-               max_bytes: int) -> None:
+               max_bytes: int, root: str | None) -> None:
     """Append the rows of one file, a batch at a time (images over ``max_bytes``: ``TOO_LARGE``)."""
     columns = [layout.image_column, layout.label_column, *layout.metadata_columns]
     row_in_file = 0
@@ -127,7 +140,10 @@ def _scan_file(number: int, path: str, handle: pq.ParquetFile, layout: TableLayo
                 if layout.has_path:
                     paths = parts["path"].to_pylist()
                 image = parts["bytes"]
+            first = len(rows.images)
             _add_images(image, rows, max_bytes)
+            if layout.has_path:
+                _add_files(rows, first, paths, os.path.dirname(path), root, max_bytes)
             label = batch.column(layout.label_column)
             if pa.types.is_dictionary(label.type):
                 label = label.dictionary_decode()
@@ -159,6 +175,21 @@ def _add_images(column: pa.Array, rows: _Rows, max_bytes: int) -> None:
         rows.images.append(MISSING_IMAGE if nulls[i] else EMPTY if stop == start else
                            TOO_LARGE if stop - start > max_bytes else OK)
         rows.suffixes.append("" if nulls[i] else image_suffix(value))
+
+
+def _add_files(rows: _Rows, first: int, paths: list[str | None], folder: str, root: str | None,
+               max_bytes: int) -> None:
+    """Rows from ``first`` on without image bytes but with a path: their file's status, size
+    and identity (:mod:`packer.source.parquet.paths`; nothing read but ``stat``)."""
+    for i, path in enumerate(paths, start=first):
+        if rows.images[i] != MISSING_IMAGE or not path:
+            continue
+        found = locate_image(path, folder, root, max_bytes)
+        rows.images[i] = found.status
+        rows.sizes[i] = found.size
+        rows.digests[i] = digest_of(b"file|%s|%d" % (path.encode("utf-8", "surrogateescape"), found.mtime_ns))
+        if found.status == FROM_FILE:
+            rows.file_mtimes[i] = found.mtime_ns
 
 
 def _add_metadata(batch: pa.RecordBatch, layout: TableLayout, rows: _Rows) -> None:
@@ -211,9 +242,11 @@ def _with_image_paths(rows: _Rows) -> list[str]:
 
 
 def scan_parquet(files: list[str], *, image_column: str | None, label_column: str | None,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[SourceIndex, TableLayout]:
+                 max_bytes: int = DEFAULT_MAX_BYTES,
+                 root: str | None = None) -> tuple[SourceIndex, TableLayout]:
     """Index the rows of ``files`` (see the module docstring); reads no image twice, and an
-    image over ``max_bytes`` is ``too_large``.
+    image over ``max_bytes`` is ``too_large``; image paths resolve under ``root`` (absolute)
+    or each table's folder.
 
     Raises:
         SourceError: a file that is not Parquet, lacks the columns or disagrees with the first
@@ -232,7 +265,7 @@ def scan_parquet(files: list[str], *, image_column: str | None, label_column: st
             elif (why := layout.differs(mine)) is not None:
                 raise SourceError(f"The Parquet file {path!r} does not match {files[0]!r}: {why}. Convert "
                                   "files of one table together (nothing was written).")
-            _scan_file(number, path, handle, mine, rows, max_bytes)
+            _scan_file(number, path, handle, mine, rows, max_bytes, root)
         finally:
             handle.close()
     named = repr(files[0]) if len(files) == 1 else f"({len(files)} files: {files[0]!r}, ...)"
@@ -257,13 +290,15 @@ def scan_parquet(files: list[str], *, image_column: str | None, label_column: st
     items = []
     for i, relpath in enumerate(relpaths):
         target, label_code = labelled[i]
-        code = rows.images[i] if rows.images[i] != OK else label_code
+        readable = rows.images[i] in (OK, FROM_FILE)
+        code = label_code if readable and label_code != OK else rows.images[i]
         digest = rows.digests[i]
         if code in LABEL_CODES:
             digest = digest_of(b"%d|%d|%d" % (_IDENTITY_CODES[code], target, digest))
-        value = target if code in LABEL_CODES else rows.sizes[i] if code == TOO_LARGE else 0
+        value = (target if code in LABEL_CODES else rows.sizes[i] if code == TOO_LARGE
+                 else rows.file_mtimes[i] if code == FROM_FILE else 0)
         size = min(rows.sizes[i], max_bytes + 1)  # a plan never counts more than the bound
-        items.append(SourceItem(relpath, target if code == OK else 0, size, digest,
+        items.append(SourceItem(relpath, target if code in (OK, FROM_FILE) else 0, size, digest,
                                 (*rows.locators[i], code, value)))
     index = SourceIndex(os.path.commonpath(files) if len(files) > 1 else files[0], classes, tuple(items),
                         ScanReport(notes=tuple(notes)), metadata=tuple(metadata),
@@ -271,22 +306,39 @@ def scan_parquet(files: list[str], *, image_column: str | None, label_column: st
     return index, layout
 
 
+def _image_root(root: str | None) -> str | None:
+    """``root=`` as an absolute folder, or None.
+
+    Raises:
+        SourceNotFoundError: ``root`` is no folder.
+    """
+    if root is None:
+        return None
+    full = os.path.abspath(root)
+    if not os.path.isdir(full):
+        raise SourceNotFoundError(f"root={root!r} is no folder: give root= the folder that holds the images "
+                                  "a Parquet table names by path. Nothing was written.")
+    return full
+
+
 class ParquetSource(Source):
     """Parquet image tables: one file, a folder of them or a pattern (see the module docstring)."""
 
     kind: ClassVar[str] = "parquet"
-    takes: ClassVar[frozenset[str]] = frozenset({"image_column", "label_column"})
+    takes: ClassVar[frozenset[str]] = frozenset({"image_column", "label_column", "root"})
 
     def __init__(self, location: str, options: SourceOptions) -> None:
         super().__init__(location, options)
         self.files = parquet_files(location)
         self.max_bytes = options.max_bytes
+        self.root = _image_root(options.root)
         self._scanned: tuple[SourceIndex, TableLayout] | None = None
 
     def _scan(self) -> tuple[SourceIndex, TableLayout]:
         if self._scanned is None:
             self._scanned = scan_parquet(self.files, image_column=self.options.image_column,
-                                         label_column=self.options.label_column, max_bytes=self.max_bytes)
+                                         label_column=self.options.label_column, max_bytes=self.max_bytes,
+                                         root=self.root)
         return self._scanned
 
     def scan(self) -> SourceIndex:
@@ -297,7 +349,15 @@ class ParquetSource(Source):
         """Reads rows' image bytes, a row group at a time per process."""
         layout = self._scan()[1]
         return ParquetReader(tuple(self.files), layout.image_leaf, layout.image_column,
-                             max_bytes=self.max_bytes)
+                             max_bytes=self.max_bytes, paths=layout.has_path, root=self.root)
+
+    def item_words(self) -> str:
+        """A Parquet source's items are its rows."""
+        return "rows"
+
+    def not_packed(self, report: ScanReport) -> str | None:
+        """Nothing beyond the notes: they say what of the tables was not kept."""
+        return None
 
     def describe(self) -> str:
         """``Parquet tables (3 files)``."""

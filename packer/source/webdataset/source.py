@@ -218,6 +218,14 @@ class WebDatasetSource(Source):
             return self.location
         return os.path.commonpath([os.path.dirname(path) for path in shard_paths(self.location)])
 
+    def item_words(self) -> str:
+        """A WebDataset source's items are its samples."""
+        return "samples"
+
+    def not_packed(self, report: ScanReport) -> str | None:
+        """Nothing beyond the notes: they say what of the shards was not kept."""
+        return None
+
     def describe(self) -> str:
         """``WebDataset shards (147 files)``."""
         parts = self._scanned()[1]
