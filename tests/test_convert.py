@@ -35,6 +35,7 @@ from imagetools import (
 import packer
 from packer import (
     BadImageError,
+    EmptySourceError,
     IncompleteDatasetError,
     OutputError,
     OutputExistsError,
@@ -486,17 +487,14 @@ def test_an_empty_shard_reads_correctly(make_tree: Any, tmp_path: Path, backend:
         ds[2]
 
 
-def test_a_tree_of_only_bad_files_gives_an_empty_dataset(make_tree: Any, tmp_path: Path,
-                                                         backend: Backend) -> None:
+def test_a_tree_of_only_bad_files_stops_and_writes_no_dataset(make_tree: Any, tmp_path: Path,
+                                                              backend: Backend) -> None:
     src = make_tree({"a/bad.jpg": truncated_jpeg(), "b/bad.png": b""})
-    manifest = convert(src, tmp_path / "dst", to=backend.name).manifest
-    assert manifest.num_samples == 0 and len(manifest.skipped) == 2
-    ds = open_dataset(tmp_path / "dst")
-    assert len(ds) == 0
-    assert ds.samples == [] and list(ds.targets) == []
-    assert ds.classes == ["a", "b"]
-    with pytest.raises(IndexError):
-        ds[0]
+    with pytest.raises(EmptySourceError, match=r"every one of the 2 images .* is skipped \(empty_file 1, "):
+        convert(src, tmp_path / "dst", to=backend.name)
+    assert not (tmp_path / "dst" / "index.json").exists()
+    with pytest.raises(IncompleteDatasetError):
+        open_dataset(tmp_path / "dst")
 
 
 def test_hidden_files_and_is_valid_file_pass_through(make_tree: Any, tmp_path: Path,

@@ -28,7 +28,7 @@ from sourcekinds import add_member, flip_bytes, truncate
 import packer
 from packer.cli import cli
 from packer.conversion.options import ConversionOptions
-from packer.errors import SourceError
+from packer.errors import EmptySourceError, SourceError
 from packer.format.backends import Backend
 from packer.source.archive.members import TRUNCATED
 from packer.source.archive.source import ArchiveSource
@@ -135,11 +135,13 @@ def test_a_tar_gz_failing_its_gzip_check_lists_its_members_as_corrupt(tmp_path: 
         archive = write(tmp_path / "bad.tar.gz", bytes(packed))
     else:
         archive = write(tmp_path / "bad.tar.gz", gzip_member(tar, bad=bad))
-    convert(archive, tmp_path / "dst", backend.name, check="full")
-    packed, skipped = assert_nothing_lost(tmp_path / "dst", members)
-    assert packed == {} and skipped == dict.fromkeys(members, "corrupt_member")
-    notes = outcome(tmp_path / "dst")[2]
-    assert any("gzip check" in note and "bad.tar.gz" in note for note in notes), notes
+    # every member is corrupt: nothing would be packed, so the conversion stops and writes no dataset
+    plan = packer.plan_conversion(archive, to=backend.name)
+    assert plan.known_skips == {"corrupt_member": len(members)} and plan.would_stop is not None
+    assert any("gzip check" in note and "bad.tar.gz" in note for note in plan.report.notes), plan.report.notes
+    with pytest.raises(EmptySourceError, match=f"corrupt_member {len(members)}"):
+        convert(archive, tmp_path / "dst", backend.name, check="full")
+    assert not (tmp_path / "dst" / "index.json").exists()
 
 
 def test_only_the_members_a_bad_gzip_member_covers_are_corrupt(tmp_path: Path) -> None:

@@ -148,7 +148,7 @@ def test_classes_file_errors_name_the_label(tmp_path: Path) -> None:
 
 def test_list_options_on_a_tree_are_refused(tmp_path: Path) -> None:
     src = _images(tmp_path / "src")
-    with pytest.raises(SourceError, match="root= apply to a list file source"):
+    with pytest.raises(SourceError, match="root= apply to a list file or Parquet source"):
         packer.convert(src, tmp_path / "dst", to="lmdb", root=src)
 
 
