@@ -26,6 +26,7 @@ import numpy as np
 
 from packer.conversion.destination.lifecycle import merge_slot
 from packer.conversion.destination.state import Destination, DestinationState
+from packer.conversion.outcome import check_merge_packed_something
 from packer.conversion.plan import JobPlan, describe_shards, shard_name
 from packer.conversion.receipts import ShardResult, receipt_path
 from packer.cpus import available_cpus
@@ -169,6 +170,7 @@ def merge(dst: str | os.PathLike[str], *, verify: bool = True,
     Raises:
         MissingShardsError: planned shards are missing, unfinished or damaged; the message
             names them and the tasks to run again.
+        EmptySourceError: the shards hold no sample (every item was skipped): no dataset is made.
         NotADatasetError: DST holds no conversion.
         DatasetBusyError: array tasks (or another merge, a convert) are writing DST; the
             message names them.
@@ -187,8 +189,10 @@ def merge(dst: str | os.PathLike[str], *, verify: bool = True,
             return MergeResult(path, Manifest.load(path), already_complete=True)
         plan = destination.recorded_plan()
         found = _checked_shards(path, plan, verify=verify, on_shard=on_shard)
+        results = [found[n] for n in range(plan.num_shards)]
+        check_merge_packed_something(path, sum(len(r.relpaths) for r in results),
+                                     (s.reason for r in results for s in r.skipped))
         try:
-            results = [found[n] for n in range(plan.num_shards)]
             manifest = slot.commit(lambda: build_manifest(path, plan, results))
         except OSError as err:
             raise OutputError(f"Writing the manifest of {path!r} failed: {err.strerror or err}. Fix it "

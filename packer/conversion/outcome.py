@@ -18,7 +18,8 @@ from typing import Final
 from packer.errors import EmptySourceError
 from packer.source.base import ItemReader, Source, SourceIndex
 
-__all__ = ["check_something_packed", "check_something_to_pack", "known_skip_counts", "nothing_to_pack"]
+__all__ = ["check_merge_packed_something", "check_something_packed", "check_something_to_pack",
+           "known_skip_counts", "nothing_to_pack"]
 
 #: What to do about a conversion whose items are all skipped, by the most common reason.
 _FIXES: Final[Mapping[str, str]] = {
@@ -87,3 +88,20 @@ def check_something_packed(source: Source, dst: str, packed: int, reasons: Itera
     raise EmptySourceError(f"The conversion stops: {nothing_to_pack(source, skips)}. {dst!r} holds no "
                            "dataset (its unfinished conversion is replaced by the next one with "
                            "overwrite=True).")
+
+
+def check_merge_packed_something(dst: str, packed: int, reasons: Iterable[str]) -> None:
+    """:func:`check_something_packed` for ``merge()``, which knows the shards, not the source:
+    array tasks that all packed nothing leave no dataset of 0 samples behind.
+
+    Raises:
+        EmptySourceError: the shards hold no sample; DST stays an unfinished conversion.
+    """
+    if packed:
+        return
+    skips = Counter(reasons)
+    top = max(sorted(skips), key=lambda reason: skips[reason]) if skips else ""
+    raise EmptySourceError(f"Cannot merge {dst!r}: every one of the {sum(skips.values())} items its tasks "
+                           f"read was skipped ({_reasons(skips) or 'none found'}), so the dataset would "
+                           f"hold 0 samples: {_FIXES.get(top, _DEFAULT_FIX)}; then convert again with "
+                           "overwrite=True.")
