@@ -131,6 +131,7 @@ def test_the_cli_exits_non_zero_and_the_dry_run_says_the_same(tmp_path: Path) ->
     dry = runner.invoke(cli, ["convert", str(table), str(tmp_path / "dst"), "--to", "lmdb", "--dry-run"])
     assert dry.exit_code == 0
     assert "WARNING: the conversion would stop: every one of the 2 rows" in dry.stdout
+    assert "give --root the folder" in dry.stdout and "root=" not in dry.stdout  # the CLI's terms
     run = runner.invoke(cli, ["convert", str(table), str(tmp_path / "dst"), "--to", "lmdb", "-q"])
     assert run.exit_code == 1
     assert "The conversion stops: every one of the 2 rows" in run.stderr

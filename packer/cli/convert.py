@@ -133,7 +133,9 @@ def convert(src: str, dst: str, **given: Any) -> None:
     quiet, overwrite, resume = given["quiet"], given["overwrite"], given["resume"]
     if given["dry_run"]:
         plan = dry_run(src, options)
-        say(json.dumps(plan.to_dict(), indent=2) if given["as_json"] else format_plan(plan))
+        # The source's own sentences (why it would stop) speak the library's keywords: as flags here.
+        say(json.dumps(plan.to_dict(), indent=2) if given["as_json"]
+            else "\n".join(in_cli_terms(line) for line in format_plan(plan).split("\n")))
         return
     if given["print_job_script"]:
         say(_job_script(given))
