@@ -143,7 +143,7 @@ def dry_run(src: str | os.PathLike[str], options: ConversionOptions) -> Conversi
 
     Only the options that shape the plan matter (not ``check``, ``max_pixels``, ``strict``).
     """
-    # Empty classes are reported, not refused (a list source has none to refuse).
+    # Empty classes are reported, not refused; the plan says whether the run would refuse them.
     source, index = scan_source(src, replace(options, allow_empty=True))
     with source:
         return _plan_of(source, index, options)
@@ -182,7 +182,8 @@ def _plan_of(source: Source, index: SourceIndex, options: ConversionOptions) -> 
     return ConversionPlan(
         src=index.root, backend=backend.name, codec=codec_name, shard_size=planned_size,
         classes=index.classes, class_counts=tuple(counts), empty_classes=empty,
-        would_fail_empty=bool(empty) and not allow_empty and stops is None, include_hidden=include_hidden,
+        would_fail_empty=(bool(empty) and not allow_empty and stops is None
+                          and source.refuses_empty_classes), include_hidden=include_hidden,
         extensions=Counter(os.path.splitext(item.relpath)[1].lower() for item in items),
         num_images=len(items), source_bytes=sum(sizes),
         unknown_sizes=sum(1 for item in items if item.size < 0), report=index.report,

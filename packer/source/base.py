@@ -187,7 +187,7 @@ _OPTION_KINDS: Mapping[str, str] = {
     "label_field": "WebDataset", "image_column": "Parquet",
 }
 
-#: Options every kind accepts: a class without samples is refused unless ``allow_empty``.
+#: Options every kind accepts (``allow_empty``: a kind whose scan refuses empty classes then keeps them).
 _EVERY_KIND_TAKES = frozenset({"allow_empty"})
 
 
@@ -201,6 +201,9 @@ class Source(ABC):
     kind: ClassVar[str]
     #: The options of :class:`SourceOptions` this kind uses.
     takes: ClassVar[frozenset[str]] = frozenset()
+    #: Whether its scan refuses a class without items unless ``allow_empty`` (a class folder
+    #: without images, as ImageFolder does); a class a list or a table only names is kept, empty.
+    refuses_empty_classes: ClassVar[bool] = False
 
     def __init__(self, location: str, options: SourceOptions) -> None:
         unused = [name for name in options.given() if name not in self.takes | _EVERY_KIND_TAKES]

@@ -77,6 +77,7 @@ class TreeSource(Source):
 
     kind: ClassVar[str] = "tree"
     takes: ClassVar[frozenset[str]] = frozenset({"include_hidden", "is_valid_file"})
+    refuses_empty_classes: ClassVar[bool] = True  # a class folder without images, as ImageFolder
 
     def describe(self) -> str:
         """An ImageFolder tree."""

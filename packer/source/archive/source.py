@@ -118,6 +118,7 @@ class ArchiveSource(Source):
 
     kind: ClassVar[str] = "archive"
     takes: ClassVar[frozenset[str]] = frozenset({"include_hidden"})
+    refuses_empty_classes: ClassVar[bool] = True  # a class folder without images, as ImageFolder
 
     def __init__(self, location: str, options: Any) -> None:
         super().__init__(location, options)
