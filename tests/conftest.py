@@ -1,5 +1,6 @@
-"""Shared fixtures: the ``backend`` and ``codec`` parametrizations, tree factories and a packed
-dataset. The contract suites of every implementation are tests/test_contracts.py.
+"""Shared fixtures: the ``backend`` and ``codec`` parametrizations, ``any_backend`` (one backend,
+for tests whose outcome does not depend on it), tree factories and a packed dataset.
+The contract suites of every implementation are tests/test_contracts.py.
 
 Every image is generated into ``tmp_path``; nothing binary is checked in.
 """
@@ -29,10 +30,29 @@ MakeTree = Callable[..., Path]
 pytest_plugins = ["remote_fixtures", "packer.testing"]
 
 
+#: The backend of :func:`any_backend`: tests whose outcome does not depend on the backend use it.
+ANY_BACKEND = "lmdb"
+
+
 @pytest.fixture(params=backend_names())
 def backend(request: pytest.FixtureRequest) -> Backend:
-    """Every registered storage backend, so each contract test runs for all of them."""
+    """Every registered storage backend: the test runs once per backend.
+
+    Use it only where the outcome depends on the backend: the test checks shard bytes or file
+    names (a backend's suffix), a backend's own reader or writer (open handles, lock files,
+    the class ``open_dataset`` picks), or an error only one backend can raise. Everything else
+    (destination rules, options, skip reasons, planning, sources, sample order, pixels) takes
+    :func:`any_backend` and runs once: what every backend must do with its bytes is checked for
+    each backend, and for a plugin, by ``BackendContract`` (tests/test_contracts.py).
+    """
     return get_backend(request.param)
+
+
+@pytest.fixture
+def any_backend() -> Backend:
+    """One backend (lmdb), for a test that writes a dataset but whose outcome does not depend
+    on which backend wrote it, so it runs once (see :func:`backend` for when to run per backend)."""
+    return get_backend(ANY_BACKEND)
 
 
 @pytest.fixture(params=codec_names())
@@ -63,9 +83,19 @@ def standard_tree(make_tree: MakeTree) -> Path:
 
 @pytest.fixture
 def packed(standard_tree: Path, tmp_path: Path, backend: Backend) -> Path:
-    """``standard_tree`` converted with ``backend`` into ``tmp_path/dst``."""
+    """``standard_tree`` converted with each ``backend`` into ``tmp_path/dst`` (per backend: for
+    tests of the backend's reader; the rest take :func:`packed_once`)."""
     dst = tmp_path / "dst"
     packer.convert(standard_tree, dst, to=backend.name)
+    return dst
+
+
+@pytest.fixture
+def packed_once(standard_tree: Path, tmp_path: Path, any_backend: Backend) -> Path:
+    """``standard_tree`` converted with :func:`any_backend` into ``tmp_path/dst``: for tests of
+    the dataset's behaviour above the backend (indexing, transforms, pickling, loaders)."""
+    dst = tmp_path / "dst"
+    packer.convert(standard_tree, dst, to=any_backend.name)
     return dst
 
 

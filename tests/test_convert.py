@@ -1,4 +1,9 @@
-"""Conversion end to end, for every backend: pixels, skipped files, DST rules, determinism."""
+"""Conversion end to end: pixels, skipped files, DST rules, determinism.
+
+What a backend writes (its manifest entry and shard names, empty shards) is checked for every
+backend; the rest (skip reasons, DST rules, options, determinism, damage found on opening) does
+not depend on the backend and runs once (``any_backend``); ``BackendContract`` checks each
+backend's bytes, resume and verify (tests/test_contracts.py)."""
 
 from __future__ import annotations
 
@@ -64,11 +69,11 @@ def dataset_files(dst: Path) -> set[str]:
 
 
 def test_odd_images_convert_with_imagefolder_pixels(make_tree: Any, tmp_path: Path,
-                                                     backend: Backend) -> None:
+                                                     any_backend: Backend) -> None:
     spec = {f"odd/{name}": data for name, data in zoo().items()}
     spec["plain/rgb.jpg"] = jpeg_bytes(16, 12, 3)
     src = make_tree(spec)
-    result = convert(src, tmp_path / "dst", to=backend.name)
+    result = convert(src, tmp_path / "dst", to=any_backend.name)
 
     assert result.manifest.skipped == ()
     assert result.found == len(spec) == result.manifest.num_samples
@@ -157,8 +162,8 @@ def broken_tree(make_tree: Any) -> Path:
 
 
 def test_every_broken_kind_is_skipped_with_its_reason(broken_tree: Path, tmp_path: Path,
-                                                      backend: Backend) -> None:
-    result = convert(broken_tree, tmp_path / "dst", to=backend.name, max_pixels=1500)
+                                                      any_backend: Backend) -> None:
+    result = convert(broken_tree, tmp_path / "dst", to=any_backend.name, max_pixels=1500)
     manifest = result.manifest
     assert {s.path: s.reason for s in manifest.skipped} == EXPECTED_SKIPS
     assert all(s.reason in SKIP_REASONS and s.detail for s in manifest.skipped)
@@ -176,8 +181,8 @@ def test_every_broken_kind_is_skipped_with_its_reason(broken_tree: Path, tmp_pat
     assert Manifest.load(tmp_path / "dst").skipped == manifest.skipped
 
 
-def test_bomb_limit_is_per_conversion(broken_tree: Path, tmp_path: Path, backend: Backend) -> None:
-    manifest = convert(broken_tree, tmp_path / "dst", to=backend.name).manifest
+def test_bomb_limit_is_per_conversion(broken_tree: Path, tmp_path: Path, any_backend: Backend) -> None:
+    manifest = convert(broken_tree, tmp_path / "dst", to=any_backend.name).manifest
     assert "bad/bomb.png" not in {s.path for s in manifest.skipped}
 
 
@@ -186,20 +191,20 @@ def test_bomb_limit_is_per_conversion(broken_tree: Path, tmp_path: Path, backend
     ("none", {"bad/corrupt.png", "bad/truncated.jpg", "bad/truncated66.png", "bad/html.jpg",
               "bad/bomb.png"}),
 ])
-def test_lighter_checks_pack_more(broken_tree: Path, tmp_path: Path, backend: Backend,
+def test_lighter_checks_pack_more(broken_tree: Path, tmp_path: Path, any_backend: Backend,
                                   check: str, extra_packed: set[str]) -> None:
-    manifest = convert(broken_tree, tmp_path / "dst", to=backend.name, max_pixels=1500,
+    manifest = convert(broken_tree, tmp_path / "dst", to=any_backend.name, max_pixels=1500,
                        check=check).manifest
     assert {s.path for s in manifest.skipped} == set(EXPECTED_SKIPS) - extra_packed
     assert manifest.check == check
 
 
 def test_strict_raises_naming_the_file_and_leaves_an_incomplete_dst(
-        broken_tree: Path, tmp_path: Path, backend: Backend) -> None:
+        broken_tree: Path, tmp_path: Path, any_backend: Backend) -> None:
     dst = tmp_path / "dst"
     # One worker: with several, "first" is the first bad file any worker meets.
     with pytest.raises(BadImageError, match="bomb.png") as info:
-        convert(broken_tree, dst, to=backend.name, strict=True, max_pixels=1500, workers=1)
+        convert(broken_tree, dst, to=any_backend.name, strict=True, max_pixels=1500, workers=1)
     assert info.value.path == "bad/bomb.png"
     assert info.value.reason == "decompression_bomb"
     assert isinstance(info.value, SourceError)
@@ -208,12 +213,12 @@ def test_strict_raises_naming_the_file_and_leaves_an_incomplete_dst(
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
         open_dataset(dst)
     # no half-written shard is left where a finished one would be
-    assert not list(dst.glob(f"shard-*{backend.suffix}"))
+    assert not list(dst.glob(f"shard-*{any_backend.suffix}"))
 
 
 def test_strict_on_a_clean_tree_converts(standard_tree: Path, tmp_path: Path,
-                                         backend: Backend) -> None:
-    result = convert(standard_tree, tmp_path / "dst", to=backend.name, strict=True)
+                                         any_backend: Backend) -> None:
+    result = convert(standard_tree, tmp_path / "dst", to=any_backend.name, strict=True)
     assert result.manifest.num_samples == STANDARD_IMAGES
 
 
@@ -230,7 +235,7 @@ _DROP_DAC = DROP_DAC_PRELUDE + textwrap.dedent("""
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_permission_denied_is_skipped(make_tree: Any, tmp_path: Path, backend: Backend) -> None:
+def test_permission_denied_is_skipped(make_tree: Any, tmp_path: Path, any_backend: Backend) -> None:
     """Root reads mode-000 files, so the conversion runs in a child without DAC override.
 
     The child drops ``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH`` (root stays the owner of
@@ -243,7 +248,7 @@ def test_permission_denied_is_skipped(make_tree: Any, tmp_path: Path, backend: B
     os.chmod(src / "cls" / "locked", 0)
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _DROP_DAC, str(src), str(tmp_path / "dst"), backend.name],
+            [sys.executable, "-c", _DROP_DAC, str(src), str(tmp_path / "dst"), any_backend.name],
             env={**os.environ, "PACKER_TEST_PROBE": str(src / "cls" / "secret.jpg")},
             capture_output=True, text=True, timeout=100, check=False)
     finally:
@@ -264,11 +269,11 @@ def test_permission_denied_is_skipped(make_tree: Any, tmp_path: Path, backend: B
 
 
 def test_non_empty_dst_is_refused_and_untouched(standard_tree: Path, tmp_path: Path,
-                                                backend: Backend) -> None:
+                                                any_backend: Backend) -> None:
     dst = write_tree(tmp_path / "dst", {"precious.txt": b"keep me", "sub/x.bin": b"\x00" * 10})
     before = tree_files(dst)
     with pytest.raises(OutputExistsError, match="not empty") as info:
-        convert(standard_tree, dst, to=backend.name)
+        convert(standard_tree, dst, to=any_backend.name)
     assert isinstance(info.value, FileExistsError)
     # A foreign directory is never overwritten, so the message must not suggest overwrite=True.
     assert "choose a new directory" in str(info.value) and "overwrite" not in str(info.value)
@@ -277,34 +282,34 @@ def test_non_empty_dst_is_refused_and_untouched(standard_tree: Path, tmp_path: P
 
 
 def test_foreign_directory_is_never_deleted_even_with_overwrite(
-        standard_tree: Path, tmp_path: Path, backend: Backend) -> None:
+        standard_tree: Path, tmp_path: Path, any_backend: Backend) -> None:
     dst = write_tree(tmp_path / "dst", {"precious.txt": b"keep me"})
     with pytest.raises(OutputError, match="will not delete"):
-        convert(standard_tree, dst, to=backend.name, overwrite=True)
+        convert(standard_tree, dst, to=any_backend.name, overwrite=True)
     assert tree_files(dst) == {"precious.txt": (7, sha(b"keep me"))}
 
 
 @pytest.mark.parametrize("index_json", [b'{"pages": ["home"]}', b"[1, 2]", b"not json",
                                         b'{"format": "webpack"}'])
 def test_a_foreign_index_json_does_not_make_a_directory_packer_s(
-        standard_tree: Path, tmp_path: Path, backend: Backend, index_json: bytes) -> None:
+        standard_tree: Path, tmp_path: Path, any_backend: Backend, index_json: bytes) -> None:
     dst = write_tree(tmp_path / "site", {"index.json": index_json, "page.html": b"<html/>"})
     before = tree_files(dst)
     with pytest.raises(OutputExistsError, match="not empty"):
-        convert(standard_tree, dst, to=backend.name)
+        convert(standard_tree, dst, to=any_backend.name)
     with pytest.raises(OutputError, match="will not delete"):
-        convert(standard_tree, dst, to=backend.name, overwrite=True)
+        convert(standard_tree, dst, to=any_backend.name, overwrite=True)
     assert tree_files(dst) == before
 
 
 def test_src_inside_dst_is_refused_even_with_overwrite(make_tree: Any, tmp_path: Path,
-                                                       backend: Backend) -> None:
+                                                       any_backend: Backend) -> None:
     dst = tmp_path / "dst"
-    convert(make_tree({"x/a.png": png_bytes(8, 8, 1)}, name="first"), dst, to=backend.name)
+    convert(make_tree({"x/a.png": png_bytes(8, 8, 1)}, name="first"), dst, to=any_backend.name)
     src = write_tree(dst / "incoming", standard_spec())
     before = tree_files(src)
     with pytest.raises(OutputError, match="inside the destination"):
-        convert(src, dst, to=backend.name, overwrite=True)
+        convert(src, dst, to=any_backend.name, overwrite=True)
     assert tree_files(src) == before
     assert len(open_dataset(dst)) == 1  # the earlier dataset is untouched too
 
@@ -315,10 +320,10 @@ class _Crash(BaseException):
 
 @pytest.mark.parametrize("crash_at", ["index.json", "shard-", "samples"])
 def test_a_crash_while_clearing_for_overwrite_leaves_an_incomplete_dst(
-        standard_tree: Path, tmp_path: Path, backend: Backend, monkeypatch: pytest.MonkeyPatch,
+        standard_tree: Path, tmp_path: Path, any_backend: Backend, monkeypatch: pytest.MonkeyPatch,
         crash_at: str) -> None:
     dst = tmp_path / "dst"
-    convert(standard_tree, dst, to=backend.name, shard_size=2000)
+    convert(standard_tree, dst, to=any_backend.name, shard_size=2000)
     real_unlink, real_rmtree = os.unlink, shutil.rmtree
 
     def unlink(path: Any, *args: Any, **kwargs: Any) -> None:
@@ -335,34 +340,34 @@ def test_a_crash_while_clearing_for_overwrite_leaves_an_incomplete_dst(
         patch.setattr(os, "unlink", unlink)
         patch.setattr(shutil, "rmtree", rmtree)
         with pytest.raises(_Crash):
-            convert(standard_tree, dst, to=backend.name, shard_size=2000, overwrite=True)
+            convert(standard_tree, dst, to=any_backend.name, shard_size=2000, overwrite=True)
     if crash_at == "index.json":  # killed before anything was deleted: still the old dataset
         assert len(open_dataset(dst)) == STANDARD_IMAGES
     else:
         with pytest.raises(IncompleteDatasetError, match="incomplete"):
             open_dataset(dst)
-    redone = convert(standard_tree, dst, to=backend.name, shard_size=2000, overwrite=True)
+    redone = convert(standard_tree, dst, to=any_backend.name, shard_size=2000, overwrite=True)
     assert redone.manifest.num_samples == STANDARD_IMAGES
     assert set(tree_files(dst)) == dataset_files(dst)
 
 
 def test_existing_dataset_needs_overwrite(standard_tree: Path, tmp_path: Path,
-                                          backend: Backend) -> None:
+                                          any_backend: Backend) -> None:
     dst = tmp_path / "dst"
-    convert(standard_tree, dst, to=backend.name)
+    convert(standard_tree, dst, to=any_backend.name)
     before = tree_files(dst)
     with pytest.raises(OutputExistsError, match="a packer dataset"):
-        convert(standard_tree, dst, to=backend.name)
+        convert(standard_tree, dst, to=any_backend.name)
     assert tree_files(dst) == before
 
 
 def test_overwrite_replaces_an_earlier_dataset(standard_tree: Path, make_tree: Any,
-                                               tmp_path: Path, backend: Backend) -> None:
+                                               tmp_path: Path, any_backend: Backend) -> None:
     dst = tmp_path / "dst"
-    first = convert(standard_tree, dst, to=backend.name, shard_size=2000)
+    first = convert(standard_tree, dst, to=any_backend.name, shard_size=2000)
     assert len(first.manifest.shards) >= 3
     other = make_tree({"only/one.png": png_bytes(8, 8, 5)}, name="other")
-    second = convert(other, dst, to=backend.name, overwrite=True)
+    second = convert(other, dst, to=any_backend.name, overwrite=True)
     assert second.manifest.classes == ("only",)
     assert set(tree_files(dst)) == dataset_files(dst)  # nothing stale from the first dataset
     ds = open_dataset(dst, decode=False)
@@ -370,27 +375,27 @@ def test_overwrite_replaces_an_earlier_dataset(standard_tree: Path, make_tree: A
     assert ds[0][0] == (other / "only" / "one.png").read_bytes()
 
 
-def test_empty_existing_dst_is_fine(standard_tree: Path, tmp_path: Path, backend: Backend) -> None:
+def test_empty_existing_dst_is_fine(standard_tree: Path, tmp_path: Path, any_backend: Backend) -> None:
     (tmp_path / "dst").mkdir()
-    assert convert(standard_tree, tmp_path / "dst", to=backend.name).manifest.num_samples == 14
+    assert convert(standard_tree, tmp_path / "dst", to=any_backend.name).manifest.num_samples == 14
 
 
 @pytest.mark.parametrize("where", ["inside", "same", "deep"])
-def test_dst_inside_src_is_refused(standard_tree: Path, backend: Backend, where: str) -> None:
+def test_dst_inside_src_is_refused(standard_tree: Path, any_backend: Backend, where: str) -> None:
     before = tree_files(standard_tree)
     dst = {"inside": standard_tree / "packed", "same": standard_tree,
            "deep": standard_tree / "cat" / "sub" / "packed"}[where]
     with pytest.raises(OutputError, match="inside the source"):
-        convert(standard_tree, dst, to=backend.name)
+        convert(standard_tree, dst, to=any_backend.name)
     assert tree_files(standard_tree) == before
     assert not (standard_tree / "packed").exists()
 
 
 def test_dst_that_is_a_file_is_refused(standard_tree: Path, tmp_path: Path,
-                                       backend: Backend) -> None:
+                                       any_backend: Backend) -> None:
     (tmp_path / "dst").write_text("x")
     with pytest.raises(OutputError, match="not a directory"):
-        convert(standard_tree, tmp_path / "dst", to=backend.name)
+        convert(standard_tree, tmp_path / "dst", to=any_backend.name)
     assert (tmp_path / "dst").read_text() == "x"
 
 
@@ -403,22 +408,22 @@ def test_dst_that_is_a_file_is_refused(standard_tree: Path, tmp_path: Path,
     ({"shard_size": 0}, ValueError, "invalid size"),
 ])
 def test_bad_options_fail_before_touching_dst(standard_tree: Path, tmp_path: Path,
-                                              backend: Backend, options: dict[str, Any],
+                                              any_backend: Backend, options: dict[str, Any],
                                               error: type[Exception], match: str) -> None:
-    kwargs: dict[str, Any] = {"to": backend.name, **options}
+    kwargs: dict[str, Any] = {"to": any_backend.name, **options}
     with pytest.raises(error, match=match):
         convert(standard_tree, tmp_path / "dst", **kwargs)
     assert not (tmp_path / "dst").exists()
 
 
-def test_source_errors_leave_no_dst(tmp_path: Path, make_tree: Any, backend: Backend) -> None:
+def test_source_errors_leave_no_dst(tmp_path: Path, make_tree: Any, any_backend: Backend) -> None:
     with pytest.raises(packer.SourceNotFoundError):
-        convert(tmp_path / "missing", tmp_path / "dst", to=backend.name)
+        convert(tmp_path / "missing", tmp_path / "dst", to=any_backend.name)
     src = make_tree({"a/1.jpg": jpeg_bytes(), "empty/readme.txt": b"hi"})
     with pytest.raises(packer.EmptySourceError, match="'empty'"):
-        convert(src, tmp_path / "dst", to=backend.name)
+        convert(src, tmp_path / "dst", to=any_backend.name)
     assert not (tmp_path / "dst").exists()
-    result = convert(src, tmp_path / "dst", to=backend.name, allow_empty=True)
+    result = convert(src, tmp_path / "dst", to=any_backend.name, allow_empty=True)
     assert result.manifest.classes == ("a", "empty")
     assert result.manifest.class_counts == (1, 0)
 
@@ -427,9 +432,9 @@ def test_source_errors_leave_no_dst(tmp_path: Path, make_tree: Any, backend: Bac
 
 
 def test_same_tree_twice_gives_identical_datasets(standard_tree: Path, tmp_path: Path,
-                                                  backend: Backend) -> None:
-    one = convert(standard_tree, tmp_path / "one", to=backend.name, shard_size=3000).manifest
-    two = convert(standard_tree, tmp_path / "two", to=backend.name, shard_size=3000).manifest
+                                                  any_backend: Backend) -> None:
+    one = convert(standard_tree, tmp_path / "one", to=any_backend.name, shard_size=3000).manifest
+    two = convert(standard_tree, tmp_path / "two", to=any_backend.name, shard_size=3000).manifest
     assert len(one.shards) >= 2
     assert [s.sha256 for s in one.shards] == [s.sha256 for s in two.shards]
     assert tree_files(tmp_path / "one").keys() == tree_files(tmp_path / "two").keys()
@@ -445,15 +450,15 @@ def test_same_tree_twice_gives_identical_datasets(standard_tree: Path, tmp_path:
 
 
 def test_small_shard_size_splits_contiguously(standard_tree: Path, tmp_path: Path,
-                                              backend: Backend) -> None:
+                                              any_backend: Backend) -> None:
     dst = tmp_path / "dst"
-    manifest = convert(standard_tree, dst, to=backend.name, shard_size="2kB").manifest
+    manifest = convert(standard_tree, dst, to=any_backend.name, shard_size="2kB").manifest
     index = scan_imagefolder(standard_tree)
     plans = plan_shards([item.size for item in index.items], [item.relpath for item in index.items], 2000)
     assert len(manifest.shards) == len(plans) >= 3
     first = 0
     for shard, plan in zip(manifest.shards, plans, strict=True):
-        assert shard.path == f"shard-{shard.sha256[:16]}{backend.suffix}"
+        assert shard.path == f"shard-{shard.sha256[:16]}{any_backend.suffix}"
         assert shard.first == first == plan.start
         assert shard.num_samples == plan.num_items
         first += shard.num_samples
@@ -488,29 +493,29 @@ def test_an_empty_shard_reads_correctly(make_tree: Any, tmp_path: Path, backend:
 
 
 def test_a_tree_of_only_bad_files_stops_and_writes_no_dataset(make_tree: Any, tmp_path: Path,
-                                                              backend: Backend) -> None:
+                                                              any_backend: Backend) -> None:
     src = make_tree({"a/bad.jpg": truncated_jpeg(), "b/bad.png": b""})
     with pytest.raises(EmptySourceError, match=r"every one of the 2 images .* is skipped \(empty_file 1, "):
-        convert(src, tmp_path / "dst", to=backend.name)
+        convert(src, tmp_path / "dst", to=any_backend.name)
     assert not (tmp_path / "dst" / "index.json").exists()
     with pytest.raises(IncompleteDatasetError):
         open_dataset(tmp_path / "dst")
 
 
 def test_hidden_files_and_is_valid_file_pass_through(make_tree: Any, tmp_path: Path,
-                                                     backend: Backend) -> None:
+                                                     any_backend: Backend) -> None:
     src = make_tree({"c/a.jpg": jpeg_bytes(8, 8, 1), "c/._a.jpg": jpeg_bytes(8, 8, 2),
                      "c/.ipynb_checkpoints/a-checkpoint.jpg": jpeg_bytes(8, 8, 3),
                      "c/b.image": png_bytes(8, 8, 4)})
-    default = convert(src, tmp_path / "d1", to=backend.name).manifest
+    default = convert(src, tmp_path / "d1", to=any_backend.name).manifest
     assert default.num_samples == 1
     assert sorted(default.scan.ignored_hidden) == ["c/._a.jpg", "c/.ipynb_checkpoints"]
     assert default.scan.include_hidden is False
-    hidden = convert(src, tmp_path / "d2", to=backend.name, include_hidden=True).manifest
+    hidden = convert(src, tmp_path / "d2", to=any_backend.name, include_hidden=True).manifest
     assert hidden.num_samples == 3 and hidden.scan.include_hidden is True
     assert open_dataset(tmp_path / "d2").samples == [
         ("c/._a.jpg", 0), ("c/a.jpg", 0), ("c/.ipynb_checkpoints/a-checkpoint.jpg", 0)]
-    custom = convert(src, tmp_path / "d3", to=backend.name,
+    custom = convert(src, tmp_path / "d3", to=any_backend.name,
                      is_valid_file=lambda p: p.endswith(".image")).manifest
     assert custom.scan.filter == "is_valid_file" and custom.scan.extensions == ()
     assert open_dataset(tmp_path / "d3").samples == [("c/b.image", 0)]
@@ -533,26 +538,26 @@ def _fail_after(monkeypatch: pytest.MonkeyPatch, backend: Backend, writes: int) 
 
 
 def test_interrupted_conversion_is_incomplete_and_can_be_redone(
-        standard_tree: Path, tmp_path: Path, backend: Backend,
+        standard_tree: Path, tmp_path: Path, any_backend: Backend,
         monkeypatch: pytest.MonkeyPatch) -> None:
     dst = tmp_path / "dst"
     with monkeypatch.context() as patch:
         patch.setattr(workers, "START_METHOD", "fork")  # the patched writer reaches the worker
-        _fail_after(patch, backend, 8)  # a few shards in: some are finished, one is half done
+        _fail_after(patch, any_backend, 8)  # a few shards in: some are finished, one is half done
         with pytest.raises(OutputError, match="disk is full.*simulated.*resume=True"):
-            convert(standard_tree, dst, to=backend.name, shard_size=2000, workers=1)
+            convert(standard_tree, dst, to=any_backend.name, shard_size=2000, workers=1)
     assert (dst / IN_PROGRESS_NAME).exists()
-    assert list(dst.glob(f"shard-*{backend.suffix}"))
+    assert list(dst.glob(f"shard-*{any_backend.suffix}"))
     assert not (dst / MANIFEST_NAME).exists()
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
         open_dataset(dst)
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
         Manifest.load(dst)
     with pytest.raises(OutputExistsError, match="interrupted conversion.*resume=True.*overwrite=True"):
-        convert(standard_tree, dst, to=backend.name, shard_size=2000)
+        convert(standard_tree, dst, to=any_backend.name, shard_size=2000)
 
-    redone = convert(standard_tree, dst, to=backend.name, shard_size=2000, overwrite=True)
-    clean = convert(standard_tree, tmp_path / "clean", to=backend.name, shard_size=2000)
+    redone = convert(standard_tree, dst, to=any_backend.name, shard_size=2000, overwrite=True)
+    clean = convert(standard_tree, tmp_path / "clean", to=any_backend.name, shard_size=2000)
     assert [s.sha256 for s in redone.manifest.shards] == [s.sha256 for s in clean.manifest.shards]
     assert set(tree_files(dst)) == dataset_files(dst)
     assert len(open_dataset(dst)) == STANDARD_IMAGES
@@ -560,10 +565,10 @@ def test_interrupted_conversion_is_incomplete_and_can_be_redone(
 
 @pytest.mark.parametrize("damage", ["delete_shard", "truncate_shard", "grow_shard",
                                     "delete_index_file"])
-def test_damaged_dataset_is_a_shard_error(standard_tree: Path, tmp_path: Path, backend: Backend,
+def test_damaged_dataset_is_a_shard_error(standard_tree: Path, tmp_path: Path, any_backend: Backend,
                                           damage: str) -> None:
     dst = tmp_path / "dst"
-    manifest = convert(standard_tree, dst, to=backend.name, shard_size=3000).manifest
+    manifest = convert(standard_tree, dst, to=any_backend.name, shard_size=3000).manifest
     shard = dst / manifest.shards[1].path
     if damage == "delete_shard":
         shard.unlink()
