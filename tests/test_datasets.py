@@ -1,4 +1,8 @@
-"""The torch Datasets over a packed directory: ImageFolder's attributes, handles, read-only data."""
+"""The torch Datasets over a packed directory: ImageFolder's attributes, handles, read-only data.
+
+What the dataset does above its backend (attributes, indexing, transforms, pickling) runs once
+(``packed_once``); the class each backend opens as, its open handles, read-only storage, two
+datasets on one file and threads run per backend (``packed``)."""
 
 from __future__ import annotations
 
@@ -87,8 +91,8 @@ def test_the_wrong_class_names_the_right_one(packed: Path, backend: Backend) -> 
         wrong(packed)
 
 
-def test_imagefolder_attributes(packed: Path) -> None:
-    ds = open_dataset(packed)
+def test_imagefolder_attributes(packed_once: Path) -> None:
+    ds = open_dataset(packed_once)
     assert ds.classes == CLASSES
     assert ds.class_to_idx == {name: i for i, name in enumerate(CLASSES)}
     assert len(ds) == STANDARD_IMAGES == len(SAMPLES)
@@ -110,8 +114,8 @@ def test_imagefolder_attributes(packed: Path) -> None:
         hash(ds.samples)
 
 
-def test_same_as_the_imagefolder_reference(packed: Path, standard_tree: Path) -> None:
-    ds = open_dataset(packed)
+def test_same_as_the_imagefolder_reference(packed_once: Path, standard_tree: Path) -> None:
+    ds = open_dataset(packed_once)
     folder = ImageFolderDataset(standard_tree)
     assert ds.classes == folder.classes and ds.class_to_idx == folder.class_to_idx
     assert ds.targets == folder.targets
@@ -123,9 +127,9 @@ def test_same_as_the_imagefolder_reference(packed: Path, standard_tree: Path) ->
         assert np.array_equal(np.asarray(mine[0]), np.asarray(theirs[0]))
 
 
-def test_items_are_rgb_pil_images_with_the_source_pixels(packed: Path,
+def test_items_are_rgb_pil_images_with_the_source_pixels(packed_once: Path,
                                                         standard_tree: Path) -> None:
-    ds = open_dataset(packed)
+    ds = open_dataset(packed_once)
     for i, (relpath, target) in enumerate(SAMPLES):
         image, label = ds[i]
         assert image.mode == "RGB"
@@ -133,8 +137,8 @@ def test_items_are_rgb_pil_images_with_the_source_pixels(packed: Path,
         assert np.array_equal(np.asarray(image), rgb_of(standard_tree / relpath))
 
 
-def test_negative_indexing_and_bounds(packed: Path) -> None:
-    ds = open_dataset(packed, decode=False)
+def test_negative_indexing_and_bounds(packed_once: Path) -> None:
+    ds = open_dataset(packed_once, decode=False)
     assert ds[-1] == ds[len(ds) - 1]
     assert ds[-len(ds)] == ds[0]
     assert ds[np.int64(3)] == ds[3]
@@ -143,17 +147,17 @@ def test_negative_indexing_and_bounds(packed: Path) -> None:
             ds[bad]
 
 
-def test_decode_false_returns_the_stored_bytes(packed: Path, standard_tree: Path) -> None:
-    ds = open_dataset(packed, decode=False, transform=len)
+def test_decode_false_returns_the_stored_bytes(packed_once: Path, standard_tree: Path) -> None:
+    ds = open_dataset(packed_once, decode=False, transform=len)
     spec = standard_spec()
     for i, (relpath, _) in enumerate(SAMPLES):
         assert ds[i][0] == len(spec[relpath])
-    raw = open_dataset(packed, decode=False)
+    raw = open_dataset(packed_once, decode=False)
     assert [raw[i][0] for i in range(len(raw))] == [spec[p] for p, _ in SAMPLES]
 
 
-def test_transforms_are_applied(packed: Path, standard_tree: Path) -> None:
-    ds = open_dataset(packed, transform=ToTensor(), target_transform=lambda t: t * 10 + 1)
+def test_transforms_are_applied(packed_once: Path, standard_tree: Path) -> None:
+    ds = open_dataset(packed_once, transform=ToTensor(), target_transform=lambda t: t * 10 + 1)
     for i, (relpath, target) in enumerate(SAMPLES):
         tensor, label = ds[i]
         assert isinstance(tensor, torch.Tensor) and tensor.dtype == torch.uint8
@@ -164,8 +168,8 @@ def test_transforms_are_applied(packed: Path, standard_tree: Path) -> None:
     assert ds.targets == [t for _, t in SAMPLES]  # targets are not transformed, as ImageFolder
 
 
-def test_getitems_equals_single_reads(packed: Path) -> None:
-    ds = open_dataset(packed, transform=PixelDigest())
+def test_getitems_equals_single_reads(packed_once: Path) -> None:
+    ds = open_dataset(packed_once, transform=PixelDigest())
     indices = [13, 0, 0, 5, -1, 7, 2, -14]
     assert ds.__getitems__(indices) == [ds[i] for i in indices]
     assert ds.__getitems__([]) == []
@@ -173,15 +177,15 @@ def test_getitems_equals_single_reads(packed: Path) -> None:
         ds.__getitems__([0, len(ds)])
 
 
-def test_dataloader_in_the_main_process(packed: Path) -> None:
-    ds = open_dataset(packed, decode=False)
+def test_dataloader_in_the_main_process(packed_once: Path) -> None:
+    ds = open_dataset(packed_once, decode=False)
     loader = DataLoader(ds, batch_size=4, shuffle=False, num_workers=0, collate_fn=digest_collate)
     got = [item for batch in loader for item in batch]
     assert got == [(sha(ds[i][0]), t) for i, (_, t) in enumerate(SAMPLES)]
 
 
-def test_pickled_dataset_is_small_and_works(packed: Path) -> None:
-    ds = open_dataset(packed, transform=PixelDigest())
+def test_pickled_dataset_is_small_and_works(packed_once: Path) -> None:
+    ds = open_dataset(packed_once, transform=PixelDigest())
     assert len(pickle.dumps(ds)) < 64 * 1024
     first = [ds[i] for i in range(len(ds))]
     blob = pickle.dumps(ds)
@@ -270,12 +274,12 @@ def test_read_only_storage_with_binding_modes(packed: Path) -> None:
     assert proc.stdout.splitlines() == [*expected, f"READ {len(SAMPLES)}"]
 
 
-def test_non_utf8_file_names_round_trip(make_tree: Any, tmp_path: Path, backend: Backend) -> None:
+def test_non_utf8_file_names_round_trip(make_tree: Any, tmp_path: Path, any_backend: Backend) -> None:
     src = make_tree({"cls/plain.jpg": jpeg_bytes(8, 8, 1)})
     raw_name = b"caf\xe9 latin-1.jpg"
     with open(os.path.join(os.fsencode(src / "cls"), raw_name), "wb") as handle:
         handle.write(jpeg_bytes(8, 8, 2))
-    convert(src, tmp_path / "dst", to=backend.name)
+    convert(src, tmp_path / "dst", to=any_backend.name)
     ds = open_dataset(tmp_path / "dst", decode=False)
     names = [p for p, _ in ds.samples]
     assert names == ["cls/caf\udce9 latin-1.jpg", "cls/plain.jpg"]
