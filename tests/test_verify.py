@@ -1,4 +1,7 @@
-"""``verify_dataset``: checksums, deep reads and source comparison, over every backend."""
+"""``verify_dataset``: checksums, deep reads and source comparison.
+
+Deep reads and record counts go through the backend and run per backend (``dst``); checks of
+files, the manifest, labels and the source run once (``dst_once``)."""
 
 from __future__ import annotations
 
@@ -54,8 +57,16 @@ def src(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def dst(converted: Callable[[str], Path], backend: Backend, tmp_path: Path) -> Path:
-    """A private copy of :data:`SPEC` packed with ``backend``, free to damage."""
+    """A private copy of :data:`SPEC` packed with each ``backend``, free to damage: for checks
+    that read shards through the backend (deep reads, record counts)."""
     return Path(shutil.copytree(converted(backend.name), tmp_path / "dst"))
+
+
+@pytest.fixture
+def dst_once(converted: Callable[[str], Path], any_backend: Backend, tmp_path: Path) -> Path:
+    """As ``dst``, with one backend: for checks of files, the manifest, labels and the source,
+    which do not depend on the backend."""
+    return Path(shutil.copytree(converted(any_backend.name), tmp_path / "dst"))
 
 
 def shards(dst: Path) -> list[dict[str, Any]]:
@@ -123,29 +134,29 @@ def test_a_flipped_byte_is_a_checksum_mismatch_naming_the_shard(dst: Path, deep:
 
 
 @pytest.mark.parametrize("deep", [False, True])
-def test_a_deleted_shard_is_missing(dst: Path, deep: bool) -> None:
-    shard = shards(dst)[0]
-    (dst / shard["path"]).unlink()
-    report = verify_dataset(dst, deep=deep)
+def test_a_deleted_shard_is_missing(dst_once: Path, deep: bool) -> None:
+    shard = shards(dst_once)[0]
+    (dst_once / shard["path"]).unlink()
+    report = verify_dataset(dst_once, deep=deep)
     assert kinds(report) == [("missing", shard["path"])]
     assert report.samples_checked == (NUM_SAMPLES - shard["num_samples"] if deep else 0)
 
 
 @pytest.mark.parametrize("deep", [False, True])
-def test_a_truncated_shard_is_a_size_mismatch(dst: Path, deep: bool) -> None:
-    shard = shards(dst)[-1]
-    path = dst / shard["path"]
+def test_a_truncated_shard_is_a_size_mismatch(dst_once: Path, deep: bool) -> None:
+    shard = shards(dst_once)[-1]
+    path = dst_once / shard["path"]
     path.write_bytes(path.read_bytes()[: shard["num_bytes"] // 2])
-    report = verify_dataset(dst, deep=deep)
+    report = verify_dataset(dst_once, deep=deep)
     assert kinds(report) == [("size_mismatch", shard["path"])]
     assert f"says {shard['num_bytes']}" in report.problems[0].message
 
 
-def test_every_damaged_shard_is_named(dst: Path, src: Path) -> None:
-    first, second, third = shards(dst)[:3]
-    flip_middle_byte(dst / first["path"])
-    (dst / third["path"]).unlink()
-    report = verify_dataset(dst, deep=True, against=src)
+def test_every_damaged_shard_is_named(dst_once: Path, src: Path) -> None:
+    first, second, third = shards(dst_once)[:3]
+    flip_middle_byte(dst_once / first["path"])
+    (dst_once / third["path"]).unlink()
+    report = verify_dataset(dst_once, deep=True, against=src)
     assert kinds(report) == [("checksum_mismatch", first["path"]), ("missing", third["path"])]
     assert report.samples_compared == report.samples_checked == NUM_SAMPLES - report.samples_skipped
     assert report.samples_skipped == first["num_samples"] + third["num_samples"]
@@ -155,12 +166,12 @@ def test_every_damaged_shard_is_named(dst: Path, src: Path) -> None:
     assert first["path"] in text and third["path"] in text
 
 
-def test_a_damaged_sample_index_file(dst: Path) -> None:
-    paths, targets_name = index_file(dst, "paths"), index_file(dst, "targets")
-    flip_middle_byte(dst / paths)
-    targets = dst / targets_name
+def test_a_damaged_sample_index_file(dst_once: Path) -> None:
+    paths, targets_name = index_file(dst_once, "paths"), index_file(dst_once, "targets")
+    flip_middle_byte(dst_once / paths)
+    targets = dst_once / targets_name
     targets.write_bytes(targets.read_bytes()[:-8])
-    report = verify_dataset(dst, deep=True)
+    report = verify_dataset(dst_once, deep=True)
     assert kinds(report) == sorted([("checksum_mismatch", paths), ("size_mismatch", targets_name)])
     assert report.shards_checked == report.num_shards
     assert report.samples_checked == NUM_SAMPLES  # shards are intact: every sample still decodes
@@ -191,11 +202,11 @@ def kinds_messages(report: VerifyReport) -> dict[str, str]:
 
 
 def test_an_undecodable_sample_is_a_decode_error(make_tree: Callable[..., Path], tmp_path: Path,
-                                                 backend: Backend) -> None:
+                                                 any_backend: Backend) -> None:
     tree = make_tree({"ant/ok.png": image_bytes(".png"), "ant/bad.jpg": b"\xff\xd8 not a jpeg",
                       "bee/ok.png": image_bytes(".png", seed=3)})
     out = tmp_path / "dst"
-    packer.convert(tree, out, to=backend.name, check="none")  # trusts the files: packs bad.jpg
+    packer.convert(tree, out, to=any_backend.name, check="none")  # trusts the files: packs bad.jpg
     assert verify_dataset(out, against=tree).ok
     report = verify_dataset(out, deep=True)
     assert kinds(report) == [("decode_error", "ant/bad.jpg")]
@@ -222,63 +233,63 @@ def replace_targets(dst: Path, change: Callable[[np.ndarray], None]) -> None:
     edit_manifest(dst, rehash)
 
 
-def test_labels_that_disagree_with_paths_and_counts(dst: Path) -> None:
+def test_labels_that_disagree_with_paths_and_counts(dst_once: Path) -> None:
     def damage(targets: np.ndarray) -> None:
         targets[0], targets[-1] = targets[-1], targets[0]  # counts unchanged, folders wrong
         targets[5] = 99
 
-    replace_targets(dst, damage)
-    assert verify_dataset(dst).ok
-    report = verify_dataset(dst, deep=True)
+    replace_targets(dst_once, damage)
+    assert verify_dataset(dst_once).ok
+    report = verify_dataset(dst_once, deep=True)
     assert kinds(report) == [("label_error", "ant/0.png"), ("label_error", "bee/1.png"),
-                             ("label_error", "cat/4.png"), ("label_error", index_file(dst, "targets"))]
+                             ("label_error", "cat/4.png"), ("label_error", index_file(dst_once, "targets"))]
     assert "target 99" in kinds_messages(report)["bee/1.png"]
     assert report.problem_counts == {"label_error": 4}
 
 
-def test_an_inconsistent_manifest(dst: Path) -> None:
+def test_an_inconsistent_manifest(dst_once: Path) -> None:
     def damage(data: dict[str, Any]) -> None:
         data["shards"][2]["first"] += 1
         data["class_counts"][0] += 1
 
-    edit_manifest(dst, damage)
-    report = verify_dataset(dst, deep=True)
-    assert ("inconsistent_manifest", shards(dst)[2]["path"]) in kinds(report)
+    edit_manifest(dst_once, damage)
+    report = verify_dataset(dst_once, deep=True)
+    assert ("inconsistent_manifest", shards(dst_once)[2]["path"]) in kinds(report)
     assert ("inconsistent_manifest", MANIFEST_NAME) in kinds(report)
     assert report.samples_checked == NUM_SAMPLES  # samples are still read, named by shard
 
 
-def test_a_manifest_path_outside_the_dataset_is_not_followed(dst: Path, tmp_path: Path) -> None:
+def test_a_manifest_path_outside_the_dataset_is_not_followed(dst_once: Path, tmp_path: Path) -> None:
     (tmp_path / "outside").write_bytes(b"x")
-    edit_manifest(dst, lambda data: data["shards"][0].update(path="../outside"))
+    edit_manifest(dst_once, lambda data: data["shards"][0].update(path="../outside"))
     with pytest.raises(ManifestError, match=r"'\.\./outside', which has a '\.\.' segment"):
-        verify_dataset(dst)  # refused where the manifest is parsed, before any file is opened
+        verify_dataset(dst_once)  # refused where the manifest is parsed, before any file is opened
 
 
 # ---------------------------------------------------------------- against SRC
 
 
-def test_against_names_changed_and_missing_source_files(dst: Path, src: Path) -> None:
+def test_against_names_changed_and_missing_source_files(dst_once: Path, src: Path) -> None:
     (src / "bee" / "1.png").write_bytes(image_bytes(".png", 8, 8, 1234))
     (src / "cat" / "3.png").unlink()
-    report = verify_dataset(dst, against=src)
+    report = verify_dataset(dst_once, against=src)
     assert kinds(report) == [("source_differs", "bee/1.png"), ("source_missing", "cat/3.png")]
     assert report.samples_compared == NUM_SAMPLES - 1
     assert report.samples_checked == 0  # no decoding without deep
     assert "first differ at byte" in kinds_messages(report)["bee/1.png"]
 
 
-def test_against_a_reencoding_codec_is_not_applicable(dst: Path, src: Path) -> None:
-    edit_manifest(dst, lambda data: data.update(codec="jpeg"))
-    report = verify_dataset(dst, against=src)
+def test_against_a_reencoding_codec_is_not_applicable(dst_once: Path, src: Path) -> None:
+    edit_manifest(dst_once, lambda data: data.update(codec="jpeg"))
+    report = verify_dataset(dst_once, against=src)
     assert kinds(report) == [("not_applicable", MANIFEST_NAME)]
     assert "'jpeg'" in report.problems[0].message and "deep=True" in report.problems[0].message
     assert report.samples_compared == 0
 
 
-def test_against_a_missing_source_is_refused(dst: Path, tmp_path: Path) -> None:
+def test_against_a_missing_source_is_refused(dst_once: Path, tmp_path: Path) -> None:
     with pytest.raises(SourceNotFoundError, match="does not exist"):
-        verify_dataset(dst, against=tmp_path / "nowhere")
+        verify_dataset(dst_once, against=tmp_path / "nowhere")
 
 
 def test_problems_are_listed_up_to_a_cap_and_all_counted(tmp_path: Path) -> None:
@@ -296,11 +307,11 @@ def test_problems_are_listed_up_to_a_cap_and_all_counted(tmp_path: Path) -> None
 # ---------------------------------------------------------------- not a dataset, output formats
 
 
-def test_an_interrupted_conversion_is_incomplete(dst: Path) -> None:
-    (dst / MANIFEST_NAME).unlink()
-    (dst / IN_PROGRESS_NAME).write_text("{}\n")
+def test_an_interrupted_conversion_is_incomplete(dst_once: Path) -> None:
+    (dst_once / MANIFEST_NAME).unlink()
+    (dst_once / IN_PROGRESS_NAME).write_text("{}\n")
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
-        verify_dataset(dst, deep=True)
+        verify_dataset(dst_once, deep=True)
 
 
 def test_a_directory_without_a_dataset(tmp_path: Path) -> None:
@@ -308,9 +319,9 @@ def test_a_directory_without_a_dataset(tmp_path: Path) -> None:
         verify_dataset(tmp_path)
 
 
-def test_to_dict_is_json_with_stable_keys(dst: Path, src: Path) -> None:
-    flip_middle_byte(dst / shards(dst)[0]["path"])
-    report = verify_dataset(dst, deep=True, against=src)
+def test_to_dict_is_json_with_stable_keys(dst_once: Path, src: Path) -> None:
+    flip_middle_byte(dst_once / shards(dst_once)[0]["path"])
+    report = verify_dataset(dst_once, deep=True, against=src)
     data = json.loads(json.dumps(report.to_dict()))
     assert list(data) == ["root", "ok", "deep", "against", "num_shards", "num_samples",
                           "shards_checked", "files_checked", "bytes_hashed", "samples_checked",
@@ -318,7 +329,7 @@ def test_to_dict_is_json_with_stable_keys(dst: Path, src: Path) -> None:
                           "notes"]
     assert data["ok"] is False and data["deep"] is True and data["against"] == str(src)
     assert data["problem_counts"] == {"checksum_mismatch": 1}
-    assert data["problems"] == [{"path": shards(dst)[0]["path"], "kind": "checksum_mismatch",
+    assert data["problems"] == [{"path": shards(dst_once)[0]["path"], "kind": "checksum_mismatch",
                                  "message": report.problems[0].message}]
 
 
