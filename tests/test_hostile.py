@@ -142,10 +142,12 @@ def crafted(dst: Path, edit: Any) -> None:
 
 
 @pytest.fixture
-def dataset(tmp_path: Path, backend: Any) -> Path:
+def dataset(tmp_path: Path, any_backend: Any) -> Path:
+    """A small dataset to craft: what is refused is in the manifest, not in a backend's bytes, so
+    one backend is enough."""
     src = small_tree(tmp_path / "src")
     dst = tmp_path / "data" / "dst"
-    packer.convert(src, dst, to=backend.name, workers=1)
+    packer.convert(src, dst, to=any_backend.name, workers=1)
     return dst
 
 
@@ -183,7 +185,8 @@ def test_open_dataset_refuses_a_crafted_manifest(dataset: Path, edit: Any) -> No
         packer.open_dataset(dataset)
 
 
-def test_pull_refuses_a_remote_manifest_naming_paths_outside_the_mirror(dataset: Path, tmp_path: Path) -> None:
+def test_pull_refuses_a_remote_manifest_naming_paths_outside_the_mirror(dataset: Path,
+                                                                         tmp_path: Path) -> None:
     """pull (and verify URL, which pulls into a temporary mirror) never writes outside it."""
     crafted(dataset, _shard_outside)
     (tmp_path / "data" / "secret.txt").write_text("attacker's bytes")  # what ../../secret.txt would name
@@ -233,10 +236,10 @@ def test_a_record_outside_its_shard_is_refused_before_any_fetch(row: tuple[int, 
 
 
 def test_a_shard_collected_before_an_old_reader_opened_it_is_version_gone(tmp_path: Path,
-                                                                          backend: Any) -> None:
+                                                                          any_backend: Any) -> None:
     src = write_tree(tmp_path / "src", {f"c{i % 3}/{i:03d}.jpg": jpeg_bytes(30, 20, i) for i in range(30)})
     dst = tmp_path / "dst"
-    packer.convert(src, dst, to=backend.name, shard_size="2kB", workers=1)
+    packer.convert(src, dst, to=any_backend.name, shard_size="2kB", workers=1)
     old = packer.open_dataset(dst, decode=False)
     (src / "c1" / "001.jpg").write_bytes(jpeg_bytes(31, 21, 999))
     for path in (src / "c0").iterdir():
@@ -323,7 +326,8 @@ def test_a_parquet_string_label_naming_a_path_is_refused(tmp_path: Path) -> None
 
 
 def test_a_tree_class_folder_with_a_control_character_is_refused_naming_it(tmp_path: Path) -> None:
-    src = write_tree(tmp_path / "src", {"ok/0.jpg": jpeg_bytes(10, 10, 1), "bad\x1b[2J/0.jpg": jpeg_bytes(10, 10, 2)})
+    src = write_tree(tmp_path / "src", {"ok/0.jpg": jpeg_bytes(10, 10, 1),
+                                        "bad\x1b[2J/0.jpg": jpeg_bytes(10, 10, 2)})
     result = CliRunner().invoke(cli, ["convert", str(src), str(tmp_path / "dst"), "--to", "lmdb"])
     line = one_line_error(result)
     assert "bad\\x1b[2J" in line and str(src) in line, line
@@ -405,7 +409,8 @@ def test_the_runs_bound_reaches_webdataset_shards_and_a_lists_archive_root(tmp_p
         add_member(tar, "cat/big.jpg", big)
         add_member(tar, "cat/ok.jpg", jpeg_bytes(10, 10, 2))
     (tmp_path / "list.txt").write_text("cat/big.jpg 0\ncat/ok.jpg 0\n")
-    for src, options in ((shards / "train-000000.tar", {}), (tmp_path / "list.txt", {"root": tmp_path / "tree.tar"})):
+    for src, options in ((shards / "train-000000.tar", {}),
+                         (tmp_path / "list.txt", {"root": tmp_path / "tree.tar"})):
         dst = tmp_path / f"dst-{src.stem}"
         result = packer.convert(src, dst, to="lmdb", workers=1, max_bytes="1MiB", **options)
         assert [s.reason for s in result.manifest.skipped] == ["too_large"], result.manifest.skipped
