@@ -7,7 +7,9 @@ scanning is deterministic and finds the tree's images in ImageFolder order, that
 not change between scans, that the reader pickles small and reads the tree's very bytes (with
 dimensions and digests to match), and that converting the source gives the tree's dataset:
 the same samples, labels, bytes, skipped files and shard files; ``verify_dataset(against=...)``
-the source passes.
+the source passes. One ``slow`` test converts with workers started by ``spawn`` (the reader
+crosses into a fresh interpreter) and reads the result through a ``DataLoader`` whose two
+workers are started by ``spawn`` too: every sample, once.
 
 A kind needs one method besides its name: how to write a tree in its format::
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -173,3 +176,27 @@ class SourceContract:
             (s.path, s.num_samples, s.sha256) for s in expected.shards]
         report = verify_dataset(dst, against=location)
         assert report.ok and report.samples_compared == manifest.num_samples, report.problems
+
+    @pytest.mark.slow
+    @pytest.mark.timeout(240)
+    def test_spawned_workers_convert_it_and_read_it(self, written: Written,
+                                                    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+        from torch.utils.data import DataLoader
+
+        from packer.conversion.engines import local as local_engine
+        from packer.read.datasets import open_dataset
+
+        tree, location, options = written
+        _, _, payloads = _reference(tmp_path_factory, self.backend)
+        monkeypatch.setattr(local_engine, "START_METHOD", "spawn")
+        dst = tmp_path / "dst"
+        convert(location, dst, to=self.backend, shard_size=_SHARD_SIZE, workers=2, **options)
+        dataset = open_dataset(dst, decode=False)
+        assert dataset[0][0] == payloads[0]  # the parent has read: workers must not need its handles
+        loader = DataLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context="spawn",
+                            collate_fn=list)
+        got = Counter((hashlib.sha256(data).hexdigest(), label) for batch in loader for data, label in batch)
+        wanted = Counter((hashlib.sha256(data).hexdigest(), label)
+                         for data, (_, label) in zip(payloads, tree.samples, strict=True))
+        assert got == wanted
