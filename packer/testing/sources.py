@@ -182,10 +182,9 @@ class SourceContract:
     def test_spawned_workers_convert_it_and_read_it(self, written: Written,
                                                     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-        from torch.utils.data import DataLoader
-
         from packer.conversion.engines import local as local_engine
-        from packer.read.datasets import open_dataset
+        from packer.read.datasets import open_dataset  # torch: only when a test reads
+        from packer.read.loader import make_loader
 
         tree, location, options = written
         _, _, payloads = _reference(tmp_path_factory, self.backend)
@@ -194,8 +193,8 @@ class SourceContract:
         convert(location, dst, to=self.backend, shard_size=_SHARD_SIZE, workers=2, **options)
         dataset = open_dataset(dst, decode=False)
         assert dataset[0][0] == payloads[0]  # the parent has read: workers must not need its handles
-        loader = DataLoader(dataset, batch_size=4, num_workers=2, multiprocessing_context="spawn",
-                            collate_fn=list)
+        loader = make_loader(dataset, 4, train=False, num_workers=2, persistent_workers=False,
+                             pin_memory=False, multiprocessing_context="spawn", collate_fn=list)
         got = Counter((hashlib.sha256(data).hexdigest(), label) for batch in loader for data, label in batch)
         wanted = Counter((hashlib.sha256(data).hexdigest(), label)
                          for data, (_, label) in zip(payloads, tree.samples, strict=True))
