@@ -124,7 +124,7 @@ def assert_nothing_lost(dst: Path, members: dict[str, bytes]) -> tuple[dict[str,
 
 
 @pytest.mark.parametrize("bad", ["crc", "isize", "data"])
-def test_a_tar_gz_failing_its_gzip_check_lists_its_members_as_corrupt(tmp_path: Path, backend: Backend,
+def test_a_tar_gz_failing_its_gzip_check_lists_its_members_as_corrupt(tmp_path: Path, any_backend: Backend,
                                                                       bad: str) -> None:
     members = images()
     tar = tar_bytes(members)
@@ -136,11 +136,11 @@ def test_a_tar_gz_failing_its_gzip_check_lists_its_members_as_corrupt(tmp_path: 
     else:
         archive = write(tmp_path / "bad.tar.gz", gzip_member(tar, bad=bad))
     # every member is corrupt: nothing would be packed, so the conversion stops and writes no dataset
-    plan = packer.plan_conversion(archive, to=backend.name)
+    plan = packer.plan_conversion(archive, to=any_backend.name)
     assert plan.known_skips == {"corrupt_member": len(members)} and plan.would_stop is not None
     assert any("gzip check" in note and "bad.tar.gz" in note for note in plan.report.notes), plan.report.notes
     with pytest.raises(EmptySourceError, match=f"corrupt_member {len(members)}"):
-        convert(archive, tmp_path / "dst", backend.name, check="full")
+        convert(archive, tmp_path / "dst", any_backend.name, check="full")
     assert not (tmp_path / "dst" / "index.json").exists()
 
 
@@ -208,12 +208,12 @@ def lie_about_size(path: Path, name: str, size: int) -> None:
 
 
 def test_a_zip_bomb_is_skipped_as_too_large_and_nothing_else_is_lost(tmp_path: Path,
-                                                                      backend: Backend) -> None:
+                                                                      any_backend: Backend) -> None:
     members = images(4, ".png")
     bomb = b"\0" * (8 * MiB)
     archive = zip_with({**members, "a/bomb.png": bomb}, tmp_path / "bomb.zip")
     assert archive.stat().st_size < 64 * 1024
-    convert(archive, tmp_path / "dst", backend.name, max_bytes="1MiB")
+    convert(archive, tmp_path / "dst", any_backend.name, max_bytes="1MiB")
     packed, skipped, _ = outcome(tmp_path / "dst")
     assert packed == members and skipped == {"a/bomb.png": "too_large"}
     detail = packer.open_dataset(tmp_path / "dst").manifest.skipped[0].detail
@@ -259,11 +259,11 @@ def test_a_zip_member_that_expands_past_its_declared_size_stops_there(tmp_path: 
     assert _peak_of(lambda: reader.read(item)) < 4 * MiB  # not the 48 MiB it expands to
 
 
-def test_a_zip_claiming_an_absurd_size_plans_nothing_absurd(tmp_path: Path, backend: Backend) -> None:
+def test_a_zip_claiming_an_absurd_size_plans_nothing_absurd(tmp_path: Path, any_backend: Backend) -> None:
     members = images(4, ".png")
     archive = zip_with({**members, "b/huge.png": png_bytes(5, 5, 9)}, tmp_path / "claim.zip")
     lie_about_size(archive, "b/huge.png", 0xFFFFFFFF - 1)
-    convert(archive, tmp_path / "dst", backend.name)
+    convert(archive, tmp_path / "dst", any_backend.name)
     packed, skipped, _ = outcome(tmp_path / "dst")
     assert packed == members and skipped == {"b/huge.png": "too_large"}
 
@@ -275,9 +275,9 @@ def _parquet_with_a_big_cell(tmp_path: Path, size: int) -> tuple[Path, dict[str,
     return write_table(tmp_path / "t.parquet", rows, classes=["a"]), members
 
 
-def test_a_parquet_cell_over_the_bound_is_skipped_as_too_large(tmp_path: Path, backend: Backend) -> None:
+def test_a_parquet_cell_over_the_bound_is_skipped_as_too_large(tmp_path: Path, any_backend: Backend) -> None:
     path, members = _parquet_with_a_big_cell(tmp_path, 4 * MiB)
-    convert(path, tmp_path / "dst", backend.name, max_bytes=MiB)
+    convert(path, tmp_path / "dst", any_backend.name, max_bytes=MiB)
     packed, skipped, _ = outcome(tmp_path / "dst")
     assert packed == members and skipped == {"a/big.png": "too_large"}
 
@@ -395,12 +395,12 @@ def test_a_spool_with_holes_is_never_reused_by_a_larger_bound(tmp_path: Path, sp
 @pytest.mark.parametrize("claim", [1 << 33, 1 << 40, 1 << 62])
 @pytest.mark.parametrize("compressed", [False, True], ids=["tar", "tar.gz"])
 def test_a_member_claiming_an_absurd_size_is_skipped_and_the_rest_packed(
-        tmp_path: Path, backend: Backend, claim: int, compressed: bool) -> None:
+        tmp_path: Path, any_backend: Backend, claim: int, compressed: bool) -> None:
     members = images(4, ".png")
     tar = tar_bytes(members, end=False) + claiming("b/claim.png", claim) + png_bytes(7, 7, 7)
     name = "claim.tar.gz" if compressed else "claim.tar"
     archive = write(tmp_path / name, gzip_member(tar) if compressed else tar)
-    convert(archive, tmp_path / "dst", backend.name)
+    convert(archive, tmp_path / "dst", any_backend.name)
     packed, skipped, notes = outcome(tmp_path / "dst")
     assert packed == members and skipped == {"b/claim.png": "truncated"}
     assert any("b/claim.png" in note for note in notes)
@@ -472,7 +472,7 @@ def test_absolute_member_names_read_the_same_from_a_zip_and_a_tar(tmp_path: Path
 # -- regressions: what was already safe stays safe -----------------------------------------------------------
 
 
-def test_tar_traversal_and_link_members_touch_nothing_outside(tmp_path: Path, backend: Backend) -> None:
+def test_tar_traversal_and_link_members_touch_nothing_outside(tmp_path: Path, any_backend: Backend) -> None:
     members = images(4, ".png")
     (tmp_path / "secret.png").write_bytes(png_bytes(2, 2, 9))
     with tarfile.open(tmp_path / "links.tar", "w") as tar:
@@ -485,7 +485,7 @@ def test_tar_traversal_and_link_members_touch_nothing_outside(tmp_path: Path, ba
             info = tarfile.TarInfo(name)
             info.type, info.linkname = kind, target
             tar.addfile(info)
-    convert(tmp_path / "links.tar", tmp_path / "dst", backend.name)
+    convert(tmp_path / "links.tar", tmp_path / "dst", any_backend.name)
     packed, skipped, notes = outcome(tmp_path / "dst")
     assert packed == members
     assert skipped == dict.fromkeys(("a/up.png", "a/abs.png", "b/hard.png"), "not_a_regular_file")
@@ -493,13 +493,13 @@ def test_tar_traversal_and_link_members_touch_nothing_outside(tmp_path: Path, ba
     assert not (tmp_path / "escape.png").exists()
 
 
-def test_a_pixel_bomb_in_an_archive_is_skipped(tmp_path: Path, backend: Backend) -> None:
+def test_a_pixel_bomb_in_an_archive_is_skipped(tmp_path: Path, any_backend: Backend) -> None:
     members = images(4, ".png")
     header = bytearray(png_bytes(4, 4, 0))
     struct.pack_into(">II", header, 16, 30_000, 30_000)  # IHDR width and height, CRC fixed below
     struct.pack_into(">I", header, 29, zlib.crc32(bytes(header[12:29])))
     archive = zip_with({**members, "b/bomb.png": bytes(header)}, tmp_path / "pixels.zip")
-    convert(archive, tmp_path / "dst", backend.name)
+    convert(archive, tmp_path / "dst", any_backend.name)
     packed, skipped = assert_nothing_lost(tmp_path / "dst", {**members, "b/bomb.png": bytes(header)})
     assert skipped == {"b/bomb.png": "decompression_bomb"}
 
@@ -519,13 +519,13 @@ def test_a_truncated_archive_keeps_what_precedes_the_cut(tmp_path: Path, kind: s
     assert skipped == {"b/04.png": "truncated"} and notes
 
 
-def test_a_bad_zip_crc_is_a_corrupt_member(tmp_path: Path, backend: Backend) -> None:
+def test_a_bad_zip_crc_is_a_corrupt_member(tmp_path: Path, any_backend: Backend) -> None:
     members = images(4)
     archive = zip_with(members, tmp_path / "crc.zip", level=0)
     with zipfile.ZipFile(archive) as opened:
         info = opened.getinfo("b/03.bmp")
     flip_bytes(archive, info.header_offset + 30 + len("b/03.bmp") + info.compress_size // 2, 1)
-    convert(archive, tmp_path / "dst", backend.name)
+    convert(archive, tmp_path / "dst", any_backend.name)
     packed, skipped = assert_nothing_lost(tmp_path / "dst", members)
     assert skipped == {"b/03.bmp": "corrupt_member"}
     assert len(packed) == 3
