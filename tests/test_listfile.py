@@ -40,10 +40,10 @@ def _csv(root: Path) -> Path:
 
 
 def test_a_csv_list_keeps_its_order_names_classes_and_keeps_other_columns(tmp_path: Path,
-                                                                         backend: Backend) -> None:
+                                                                         any_backend: Backend) -> None:
     src = _images(tmp_path / "src")
     listed = _csv(src)
-    result = packer.convert(listed, tmp_path / "dst", to=backend.name, workers=1)
+    result = packer.convert(listed, tmp_path / "dst", to=any_backend.name, workers=1)
     ds = packer.open_dataset(tmp_path / "dst")
     assert ds.classes == ["bird", "cat", "dog"]  # sorted, as ImageFolder sorts folder names
     assert [path for path, _ in ds.samples] == ["img/03.jpg", "img/00.jpg", "img/deep/x.png", "img/05.jpg"]
@@ -60,11 +60,11 @@ def test_a_csv_list_keeps_its_order_names_classes_and_keeps_other_columns(tmp_pa
 
 
 @pytest.mark.parametrize(("codec", "options"), CODECS)
-def test_every_codec_packs_a_text_list_with_integer_labels(tmp_path: Path, backend: Backend, codec: str,
+def test_every_codec_packs_a_text_list_with_integer_labels(tmp_path: Path, any_backend: Backend, codec: str,
                                                            options: dict[str, int]) -> None:
     src = _images(tmp_path / "src")
     listed = _write(tmp_path / "train.txt", "# Caffe style\nimg/01.jpg 3\nimg/02.jpg 0\n\nimg/deep/x.png 3\n")
-    packer.convert(listed, tmp_path / "dst", to=backend.name, codec=codec, codec_options=options,
+    packer.convert(listed, tmp_path / "dst", to=any_backend.name, codec=codec, codec_options=options,
                    root=src, workers=2)
     ds = packer.open_dataset(tmp_path / "dst")
     # Integer labels are the targets: classes are named by number, and gaps (1, 2) stay.
@@ -88,11 +88,11 @@ def test_integer_labels_take_their_names_from_a_classes_file(tmp_path: Path) -> 
 
 
 def test_a_missing_listed_file_is_skipped_and_listed_and_the_counts_add_up(tmp_path: Path,
-                                                                         backend: Backend) -> None:
+                                                                         any_backend: Backend) -> None:
     src = _images(tmp_path / "src")
     (src / "img" / "bad.jpg").write_bytes(b"not an image")
     listed = _write(src / "list.txt", "img/00.jpg 0\nimg/gone.jpg 1\nimg/bad.jpg 1\nimg/01.jpg 1\n")
-    result = packer.convert(listed, tmp_path / "dst", to=backend.name, workers=1)
+    result = packer.convert(listed, tmp_path / "dst", to=any_backend.name, workers=1)
     assert [(s.path, s.reason) for s in result.manifest.skipped] == [("img/gone.jpg", "missing"),
                                                                      ("img/bad.jpg", "not_an_image")]
     assert result.found == 4 and result.manifest.num_samples == 2
@@ -232,11 +232,11 @@ class _WithMetadata(torch.utils.data.Dataset):  # type: ignore[type-arg]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
-def test_list_datasets_read_the_same_in_every_worker_start_method(tmp_path: Path, backend: Backend,
+def test_list_datasets_read_the_same_in_every_worker_start_method(tmp_path: Path, any_backend: Backend,
                                                                   context: str) -> None:
     src = _images(tmp_path / "src")
     listed = _csv(src)
-    packer.convert(listed, tmp_path / "dst", to=backend.name, workers=2)
+    packer.convert(listed, tmp_path / "dst", to=any_backend.name, workers=2)
     ds = packer.open_dataset(tmp_path / "dst")
     ds[0]  # touch it in the parent first: workers must not inherit open handles badly
     expected = sorted(_WithMetadata(ds)[i] for i in range(len(ds)))

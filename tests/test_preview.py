@@ -59,9 +59,9 @@ def _check_grid(sheet: ContactSheet, per_class: int, thumb: int) -> None:
             assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 8, "a blank thumbnail"
 
 
-def test_sheet_shows_each_sample_in_its_class_row(packed: Path, standard_tree: Path,
-                                                  backend: Backend) -> None:
-    sheet = make_contact_sheet(packed, per_class=3, thumb=32, seed=1)
+def test_sheet_shows_each_sample_in_its_class_row(packed_once: Path, standard_tree: Path,
+                                                  any_backend: Backend) -> None:
+    sheet = make_contact_sheet(packed_once, per_class=3, thumb=32, seed=1)
     assert [row.class_name for row in sheet.rows] == ["cat", "dog", "zebra fish", "éclair"]
     assert [row.num_samples for row in sheet.rows] == [4, 4, 3, 3]
     _check_grid(sheet, per_class=3, thumb=32)
@@ -88,13 +88,13 @@ def test_every_codec_draws_a_full_grid(standard_tree: Path, tmp_path: Path, code
     assert png.format == "PNG" and png.size == sheet.image.size
 
 
-def test_the_choice_depends_on_seed_and_class_only(packed: Path) -> None:
-    first = make_contact_sheet(packed, per_class=2, seed=7, thumb=16)
-    again = make_contact_sheet(packed, per_class=2, seed=7, thumb=16)
+def test_the_choice_depends_on_seed_and_class_only(packed_once: Path) -> None:
+    first = make_contact_sheet(packed_once, per_class=2, seed=7, thumb=16)
+    again = make_contact_sheet(packed_once, per_class=2, seed=7, thumb=16)
     assert first.png_bytes() == again.png_bytes()
-    dog_only = make_contact_sheet(packed, per_class=2, seed=7, thumb=16, classes=["dog"])
+    dog_only = make_contact_sheet(packed_once, per_class=2, seed=7, thumb=16, classes=["dog"])
     assert [c.index for c in dog_only.cells] == [c.index for c in first.rows[1].cells]
-    seen = {tuple(c.index for c in make_contact_sheet(packed, per_class=2, seed=s, thumb=16).cells)
+    seen = {tuple(c.index for c in make_contact_sheet(packed_once, per_class=2, seed=s, thumb=16).cells)
             for s in range(6)}
     assert len(seen) > 1
     for indices in seen:
@@ -124,24 +124,24 @@ def test_selection_helpers() -> None:
                                                                                    seed=9)[1])
 
 
-def test_unknown_class_lists_the_valid_names(packed: Path) -> None:
+def test_unknown_class_lists_the_valid_names(packed_once: Path) -> None:
     with pytest.raises(UnknownNameError, match=r"no class 'dgo'\. Did you mean 'dog'\?.*'cat', 'dog'"):
-        make_contact_sheet(packed, classes=["cat,dgo"])
+        make_contact_sheet(packed_once, classes=["cat,dgo"])
 
 
-def test_absurd_sheets_and_options_are_refused(packed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_absurd_sheets_and_options_are_refused(packed_once: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert MAX_SHEET_PIXELS == Image.MAX_IMAGE_PIXELS  # any viewer built on Pillow opens a sheet
     monkeypatch.setattr(packer.tools.preview.sheet, "MAX_SHEET_PIXELS", 100_000)
     with pytest.raises(ValueError, match=r"4 classes x 4 thumbnails of 128 px.*over the 100,000.*classes="):
-        make_contact_sheet(packed, per_class=4, thumb=128)
+        make_contact_sheet(packed_once, per_class=4, thumb=128)
     for bad in ({"per_class": 0}, {"thumb": 8}, {"seed": -1}):
         with pytest.raises(ValueError):
-            make_contact_sheet(packed, **bad)  # type: ignore[arg-type]
+            make_contact_sheet(packed_once, **bad)  # type: ignore[arg-type]
 
 
-def test_undecodable_sample_gets_a_marked_cell(packed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_undecodable_sample_gets_a_marked_cell(packed_once: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     decode = OriginalCodec.decode
-    victim = ShardSet(packed).read(1)
+    victim = ShardSet(packed_once).read(1)
 
     def flaky(self: OriginalCodec, data: bytes) -> Image.Image:
         if data == victim:
@@ -149,7 +149,7 @@ def test_undecodable_sample_gets_a_marked_cell(packed: Path, monkeypatch: pytest
         return decode(self, data)
 
     monkeypatch.setattr(OriginalCodec, "decode", flaky)
-    sheet = make_contact_sheet(packed, per_class=4, classes=["cat"], thumb=32)
+    sheet = make_contact_sheet(packed_once, per_class=4, classes=["cat"], thumb=32)
     assert [c.index for c in sheet.failed] == [1]
     assert "broken data stream" in (sheet.failed[0].error or "")
     pink = np.asarray(sheet.image.crop(sheet.failed[0].box))
@@ -176,25 +176,26 @@ def test_html_page_is_self_contained_and_escaped(make_tree: MakeTree, tmp_path: 
     assert write_contact_sheet(dst, tmp_path / "again.html", html=True, thumb=24).html() == page
 
 
-def test_cli_preview(packed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_preview(packed_once: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runner = CliRunner()
     assert "Usage: packer preview" in runner.invoke(cli, ["preview", "--help"], prog_name="packer").stdout
     out = tmp_path / "sheet.png"
-    result = runner.invoke(cli, ["preview", str(packed), "-o", str(out), "--per-class", "2",
+    result = runner.invoke(cli, ["preview", str(packed_once), "-o", str(out), "--per-class", "2",
                                  "--classes", "cat,dog", "--thumb", "32", "--seed", "3"])
     assert result.exit_code == 0, result.output
     assert f"Wrote {out}: 4 samples of 2 classes" in result.stdout
     assert Image.open(out).size == (PAD + 2 * (32 + PAD), Image.open(out).height)
     html = tmp_path / "sheet.html"
-    result = runner.invoke(cli, ["preview", str(packed), "-o", str(html), "--html"])
+    result = runner.invoke(cli, ["preview", str(packed_once), "-o", str(html), "--html"])
     assert result.exit_code == 0 and html.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
-    unknown = runner.invoke(cli, ["preview", str(packed), "-o", str(out), "--classes", "cow"])
+    unknown = runner.invoke(cli, ["preview", str(packed_once), "-o", str(out), "--classes", "cow"])
     assert unknown.exit_code == 1
     assert unknown.stderr.count("\n") == 1 and "'cat', 'dog', 'zebra fish', 'éclair'" in unknown.stderr
     monkeypatch.setattr(packer.tools.preview.sheet, "MAX_SHEET_PIXELS", 100_000)
-    huge = runner.invoke(cli, ["preview", str(packed), "-o", str(out), "--thumb", "1024"])
+    huge = runner.invoke(cli, ["preview", str(packed_once), "-o", str(out), "--thumb", "1024"])
     assert huge.exit_code == 2 and "--per-class" in huge.stderr
-    assert runner.invoke(cli, ["preview", str(packed), "-o", str(out), "--per-class", "0"]).exit_code == 2
+    zero = runner.invoke(cli, ["preview", str(packed_once), "-o", str(out), "--per-class", "0"])
+    assert zero.exit_code == 2
     missing = runner.invoke(cli, ["preview", str(tmp_path / "nope"), "-o", str(out)])
     assert missing.exit_code == 1 and missing.stderr.startswith("Error: ")
     assert "does not exist" in missing.stderr

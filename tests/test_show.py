@@ -20,11 +20,11 @@ from packer.format.codecs import pixels_array
 from packer.tools.show import sample_bytes, sample_info, save_sample
 
 
-def test_every_sample_is_described_as_its_source(packed: Path, standard_tree: Path,
-                                                 backend: Backend) -> None:
+def test_every_sample_is_described_as_its_source(packed_once: Path, standard_tree: Path,
+                                                 any_backend: Backend) -> None:
     index = packer.scan_imagefolder(standard_tree)
     for i, item in enumerate(index.items):
-        info = sample_info(packed, i)
+        info = sample_info(packed_once, i)
         path = standard_tree / item.relpath
         with Image.open(path) as source:
             expected = (source.width, source.height, source.mode, source.format)
@@ -32,19 +32,19 @@ def test_every_sample_is_described_as_its_source(packed: Path, standard_tree: Pa
         assert info.class_name == index.classes[item.label]
         assert info.stored_bytes == path.stat().st_size
         assert (info.width, info.height, info.mode, info.format) == expected
-        assert (info.codec, info.backend, info.num_samples) == ("original", backend.name, 14)
-        assert info.shard == packer.Manifest.load(packed).shards[0].path  # one shard here
-        assert sample_bytes(packed, i) == path.read_bytes()
+        assert (info.codec, info.backend, info.num_samples) == ("original", any_backend.name, 14)
+        assert info.shard == packer.Manifest.load(packed_once).shards[0].path  # one shard here
+        assert sample_bytes(packed_once, i) == path.read_bytes()
 
 
-def test_negative_and_out_of_range_indices(packed: Path) -> None:
-    assert sample_info(packed, -1) == sample_info(packed, 13)
-    assert sample_info(packed, -14).index == 0
+def test_negative_and_out_of_range_indices(packed_once: Path) -> None:
+    assert sample_info(packed_once, -1) == sample_info(packed_once, 13)
+    assert sample_info(packed_once, -14).index == 0
     for bad in (14, -15):
         with pytest.raises(IndexError, match=r"has 14 samples \(valid: 0 to 13, or -14 to -1\)"):
-            sample_info(packed, bad)
+            sample_info(packed_once, bad)
     with pytest.raises(NotADatasetError):
-        sample_info(packed / "nope", 0)
+        sample_info(packed_once / "nope", 0)
 
 
 @pytest.mark.parametrize(("codec", "fmt"), [("jpeg", "JPEG"), ("pixels", "pixels")])
@@ -73,30 +73,31 @@ def test_mode_is_the_stored_one(make_tree: MakeTree, tmp_path: Path) -> None:
     assert "(the dataset yields" not in format_sample_info(sample_info(tmp_path / "dst", 1))
 
 
-def test_cli_show(packed: Path, standard_tree: Path, tmp_path: Path) -> None:
+def test_cli_show(packed_once: Path, standard_tree: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     assert "Usage: packer show" in runner.invoke(cli, ["show", "--help"], prog_name="packer").stdout
-    result = runner.invoke(cli, ["show", str(packed), "-1"])
+    result = runner.invoke(cli, ["show", str(packed_once), "-1"])
     assert result.exit_code == 0, result.output
     for text in ("sample   #13 of 14", "path     éclair/2.png", "class    éclair (target 3)",
                  "codec original"):
         assert text in result.stdout
-    result = runner.invoke(cli, ["show", str(packed), "2", "--json"])
+    result = runner.invoke(cli, ["show", str(packed_once), "2", "--json"])
     data = json.loads(result.stdout)
     assert data["relpath"] == "cat/sub/003.jpg" and data["class_name"] == "cat"
     assert {"stored_bytes", "width", "height", "mode", "codec"} <= set(data)
     out = tmp_path / "x.jpg"
-    result = runner.invoke(cli, ["show", str(packed), "0", "-o", str(out)])
+    result = runner.invoke(cli, ["show", str(packed_once), "0", "-o", str(out)])
     assert result.exit_code == 0 and out.read_bytes() == (standard_tree / "cat/001.jpg").read_bytes()
     assert f"wrote {out.stat().st_size} bytes to {out}" in result.stdout
-    wrong = runner.invoke(cli, ["show", str(packed), "14"])
+    wrong = runner.invoke(cli, ["show", str(packed_once), "14"])
     assert wrong.exit_code == 2 and "valid: 0 to 13, or -14 to -1" in wrong.stderr
-    assert runner.invoke(cli, ["show", str(packed), "one"]).exit_code == 2
+    assert runner.invoke(cli, ["show", str(packed_once), "one"]).exit_code == 2
     missing = runner.invoke(cli, ["show", str(tmp_path / "nope"), "0"])
     assert missing.exit_code == 1 and missing.stderr.startswith("Error: ") and missing.stderr.count("\n") == 1
 
 
-def test_a_sample_that_does_not_decode_is_reported(packed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sample_that_does_not_decode_is_reported(packed_once: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from packer.errors import ShardError
     from packer.format.codecs import OriginalCodec
 
@@ -105,4 +106,4 @@ def test_a_sample_that_does_not_decode_is_reported(packed: Path, monkeypatch: py
 
     monkeypatch.setattr(OriginalCodec, "decode", broken)
     with pytest.raises(ShardError, match=r"Sample 1 \(cat/002.png\).*truncated.*verify_dataset\(deep=True\)"):
-        sample_info(packed, 1)
+        sample_info(packed_once, 1)
