@@ -192,7 +192,9 @@ def test_a_corrupted_object_is_one_clear_error(local_dataset: Path, s3_bucket: s
 
 @pytest.mark.parametrize("backend", ["lmdb"], indirect=True)  # the store's retries, not a backend's
 def test_a_server_down_for_a_second_mid_epoch_is_ridden_out(local_dataset: Path, tmp_path: Path) -> None:
-    store = _faulty(local_dataset, policy=RetryPolicy(retries=8, base=0.05, cap=0.4))
+    # Full jitter waits a random fraction of each backoff: 40 tries of up to 0.2 s outlast the
+    # one-second outage with near certainty (8 tries of up to 0.4 s fell short now and then).
+    store = _faulty(local_dataset, policy=RetryPolicy(retries=40, base=0.05, cap=0.2))
     shards = ShardSet(store, cache=NodeCache(tmp_path / "c"), mode="ranged")
     expected = _records(local_dataset)
     assert bytes(shards.read(0)) == expected[0]
