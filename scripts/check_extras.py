@@ -60,7 +60,8 @@ _EXTRAS_IN_DOCS = re.compile(r"(?:packer-shards|\.)\[([a-z0-9_,\- ]+)\]")
 #: pip names the last pair it tried, which hides the usual cause when s3fs meets boto3.
 _BOTOCORE_HINT = ("hint: s3fs needs aiobotocore, which pins botocore to a narrow range, and boto3 pins "
                   "botocore to its own release; pip tries the newest boto3 first and gives up. Name "
-                  "aiobotocore in the same requirement list before boto3 (pyproject.toml's comment on `remote`)")
+                  "aiobotocore in the same requirement list before boto3 "
+                  "(pyproject.toml's comment on `remote`)")
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,8 @@ def resolve(python: str, case: tuple[tuple[str, ...], tuple[str, ...]], timeout:
             proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             return Resolution(extras, beside, False, time.monotonic() - start,
-                              conflict=[f"pip was still backtracking after {timeout:.0f} s (resolution too deep)"])
+                              conflict=[f"pip was still backtracking after {timeout:.0f} s "
+                                        "(resolution too deep)"])
         seconds = time.monotonic() - start
         if proc.returncode != 0:
             output = proc.stdout + proc.stderr
@@ -177,10 +179,13 @@ def report(result: Resolution) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--torch", default="torch==2.13.0", help="what to install first (default: %(default)s)")
+    parser.add_argument("--torch", default="torch==2.13.0",
+                        help="what to install first (default: %(default)s)")
     parser.add_argument("--python", help="resolve with this interpreter's pip instead of a new environment")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per combination (default: %(default)s)")
-    parser.add_argument("--jobs", type=int, default=2, help="combinations resolved at once (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=300,
+                        help="seconds per combination (default: %(default)s)")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="combinations resolved at once (default: %(default)s)")
     parser.add_argument("--only", action="append", default=[],
                         help="check this comma-separated extras set only (repeatable)")
     parser.add_argument("--list", action="store_true", help="print the combinations and exit")
@@ -191,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     cases = [(combo, ()) for combo in combos]
     cases += [(combo, beside) for combo in combos for beside in BESIDE.get(combo, [])]
     if args.list:
-        print("\n".join(f"[{','.join(combo)}]" + "".join(f" + {p}" for p in beside) for combo, beside in cases))
+        print("\n".join(f"[{','.join(combo)}]" + "".join(f" + {p}" for p in beside)
+                        for combo, beside in cases))
         return 0
     with tempfile.TemporaryDirectory(prefix="packer-extras-") as scratch:
         python = args.python or fresh_environment(Path(scratch) / "venv", args.torch)
@@ -206,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(report(result), flush=True)
     if failed:
         print(f"{failed} of {len(cases)} combinations of extras do not resolve: a new user's "
-              f"pip install fails the same way (see docs/getting-started.md#combining-extras)", file=sys.stderr)
+              f"pip install fails the same way (see docs/getting-started.md#combining-extras)",
+              file=sys.stderr)
         return 1
     print(f"all {len(cases)} combinations resolve")
     return 0

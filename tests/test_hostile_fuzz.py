@@ -68,7 +68,8 @@ def _fresh(tmp_path: Path, name: str) -> Path:
 
 
 @_FUZZ
-@given(rows=st.lists(st.tuples(nasty, nasty), min_size=1, max_size=4), fmt=st.sampled_from(["csv", "jsonl", "txt"]))
+@given(rows=st.lists(st.tuples(nasty, nasty), min_size=1, max_size=4),
+       fmt=st.sampled_from(["csv", "jsonl", "txt"]))
 def test_list_rows(tmp_path: Path, peak_guard: Any, rows: list[tuple[str, str]], fmt: str) -> None:
     root = _fresh(tmp_path, "list")
     write_tree(root / "src", {"a/0.jpg": jpeg_bytes(8, 8, 1), "b.jpg": jpeg_bytes(8, 8, 2)})
@@ -81,7 +82,8 @@ def test_list_rows(tmp_path: Path, peak_guard: Any, rows: list[tuple[str, str]],
     elif fmt == "jsonl":
         listing.write_text("".join(json.dumps({"path": p, "label": lab}) + "\n" for p, lab in rows))
     else:
-        listing.write_text("".join(f"{p} {lab}\n" for p, lab in rows), encoding="utf-8", errors="surrogatepass")
+        listing.write_text("".join(f"{p} {lab}\n" for p, lab in rows), encoding="utf-8",
+                           errors="surrogatepass")
     before = tree_files(root)
     out = root / "out"
     result = CliRunner().invoke(cli, ["convert", str(listing), str(out / "dst"), "--to", "lmdb",
@@ -118,14 +120,16 @@ def test_archive_member_names(tmp_path: Path, peak_guard: Any, names: list[str],
 
 @pytest.fixture(scope="module")
 def good_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    src = write_tree(tmp_path_factory.mktemp("src"), {f"{c}/{i}.jpg": jpeg_bytes(10, 8, n * 5 + i)
-                                                      for n, c in enumerate(("ant", "bee")) for i in range(2)})
+    spec = {f"{c}/{i}.jpg": jpeg_bytes(10, 8, n * 5 + i)
+            for n, c in enumerate(("ant", "bee")) for i in range(2)}
+    src = write_tree(tmp_path_factory.mktemp("src"), spec)
     dst = tmp_path_factory.mktemp("good") / "dst"
     packer.convert(src, dst, to="lmdb", workers=1)
     return dst
 
 
-_FIELDS = st.sampled_from(["shards.path", "sample_index.path", "classes", "source", "skipped", "shards.num_bytes",
+_FIELDS = st.sampled_from(["shards.path", "sample_index.path", "classes", "source", "skipped",
+                           "shards.num_bytes",
                            "shards.first"])
 
 

@@ -70,8 +70,10 @@ manifests = st.builds(
     extra=st.dictionaries(texts, json_values, max_size=3),
 )
 # One count per class, as a manifest that reads back has.
-manifests = manifests.flatmap(lambda m: st.lists(st.tuples(names, counts), max_size=5, unique_by=lambda p: p[0]).map(
-    lambda pairs: dataclasses.replace(m, classes=tuple(n for n, _ in pairs), class_counts=tuple(c for _, c in pairs))))
+manifests = manifests.flatmap(
+    lambda m: st.lists(st.tuples(names, counts), max_size=5, unique_by=lambda p: p[0]).map(
+        lambda pairs: dataclasses.replace(m, classes=tuple(n for n, _ in pairs),
+                                          class_counts=tuple(c for _, c in pairs))))
 
 
 @settings(deadline=None)
@@ -296,7 +298,8 @@ def test_a_manifest_naming_an_unsafe_path_is_refused(manifest: Manifest, where: 
     (a class: one safe folder name); otherwise ManifestError names it, whatever it holds."""
     data = json.loads(manifest.to_json())
     if where == "shard":
-        data["shards"].append({"path": text, "first": 0, "num_samples": 0, "num_bytes": 0, "sha256": "0" * 64})
+        data["shards"].append({"path": text, "first": 0, "num_samples": 0, "num_bytes": 0,
+                               "sha256": "0" * 64})
     elif where == "index":
         data["sample_index"]["extra"] = {"path": text, "num_bytes": 0, "sha256": "0" * 64}
     else:
@@ -310,7 +313,8 @@ def test_a_manifest_naming_an_unsafe_path_is_refused(manifest: Manifest, where: 
             Manifest.from_json(json.dumps(data), source="DST/index.json")
 
 
-@pytest.mark.parametrize("key", ["../../outside.txt", "/etc/passwd", "samples/../../x", "a\x00b", "a\x1b]0;x\x07"])
+@pytest.mark.parametrize("key", ["../../outside.txt", "/etc/passwd", "samples/../../x", "a\x00b",
+                                 "a\x1b]0;x\x07"])
 def test_named_paths_outside_the_dataset_are_refused_naming_the_file(key: str) -> None:
     data = json.loads(Manifest.from_json(Manifest(
         backend="lmdb", codec="original", codec_params={}, check="full", max_pixels=1, classes=("a",),

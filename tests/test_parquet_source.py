@@ -20,7 +20,6 @@ from parquet_tools import Row, table, tree_rows, write_table, write_tables
 
 import packer
 from packer.errors import EmptySourceError, MissingExtraError, SourceError, SourceNotFoundError
-from packer.format.backends import Backend
 from packer.registry import Lazy, Registry
 from packer.source.base import SourceOptions
 from packer.source.parquet.source import ParquetSource
@@ -44,14 +43,12 @@ def _convert(src: Path | str, dst: Path, backend: str = "lmdb", **options: Any) 
     return packer.convert(src, dst, to=backend, workers=1, **options)
 
 
-def test_a_table_of_a_tree_converts_to_the_tree_s_dataset(tree: Path, tmp_path: Path,
-                                                          backend: Backend) -> None:
+def test_a_table_is_detected_and_records_how_it_was_read(tree: Path, tmp_path: Path) -> None:
+    # That its samples equal the tree's, in every backend, is SourceContract's (test_contracts.py).
     classes, rows = tree_rows(tree)
     table_path = write_table(tmp_path / "train.parquet", rows, classes=classes, row_group_size=4)
     assert detect_kind(str(table_path)) == "parquet"
-    result = _convert(table_path, tmp_path / "dst", backend.name)
-    _convert(tree, tmp_path / "tree", backend.name)
-    assert _contents(tmp_path / "dst") == _contents(tmp_path / "tree")
+    result = _convert(table_path, tmp_path / "dst")
     assert result.manifest.skipped == () and result.found == len(rows)
     source = result.manifest.extra["source"]
     assert source["kind"] == "parquet"
@@ -80,12 +77,13 @@ def test_several_files_and_row_groups_by_folder_glob_and_braces(tree: Path, tmp_
     folder = tmp_path / "data"
     files = write_tables(folder, rows, files=3, classes=classes, row_group_size=2)
     assert [pq.ParquetFile(f).metadata.num_row_groups for f in files] == [3, 3, 2]  # 5, 5 and 4 rows
-    _convert(tree, tmp_path / "tree")
-    expected = _contents(tmp_path / "tree")
+    expected = None
     for name, src in [("folder", folder), ("glob", f"{folder}/train-*.parquet"),
                       ("braces", f"{folder}/train-{{00000..00002}}-of-00003.parquet")]:
         result = _convert(src, tmp_path / name)
-        assert _contents(tmp_path / name) == expected, name
+        assert result.manifest.num_samples == len(rows)
+        expected = expected or _contents(tmp_path / name)
+        assert _contents(tmp_path / name) == expected, name  # the three name the same files
         assert result.manifest.extra["source"]["params"]["files"] == 3
 
 
@@ -201,7 +199,8 @@ def test_a_missing_pyarrow_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
     for name in [m for m in sys.modules if m.startswith("packer.source.parquet.source")]:
         monkeypatch.delitem(sys.modules, name)  # imported afresh, and put back afterwards
     monkeypatch.setitem(sys.modules, "pyarrow", None)
-    sources = Registry("source format", {"parquet": Lazy("packer.source.parquet.source:ParquetSource", "parquet")})
+    sources = Registry("source format",
+                       {"parquet": Lazy("packer.source.parquet.source:ParquetSource", "parquet")})
     with pytest.raises(MissingExtraError, match=r"pip install 'packer-shards\[parquet\]'"):
         sources.get("parquet")
 
@@ -271,19 +270,6 @@ def test_a_dry_run_plans_a_table(tmp_path: Path) -> None:
     plan = packer.plan_conversion(write_table(tmp_path / "t.parquet", rows), to="lmdb", shard_size="20KB")
     assert plan.num_images == 30 and plan.classes == ("0", "1", "2")
     assert plan.source_bytes == sum(len(r.data or b"") for r in rows) and len(plan.shards) >= 2
-
-
-@pytest.mark.slow
-def test_spawned_workers_give_the_same_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from packer.conversion.engines import local as workers
-
-    path = write_table(tmp_path / "t.parquet", _many_rows(0, 60), row_group_size=16)
-    _convert(path, tmp_path / "one", shard_size="40KB")
-    monkeypatch.setattr(workers, "START_METHOD", "spawn")
-    packer.convert(path, tmp_path / "two", to="hdf5", shard_size="40KB", workers=2)
-    packer.convert(path, tmp_path / "lmdb", to="lmdb", shard_size="40KB", workers=2)
-    assert dataset_snapshot(tmp_path / "lmdb") == dataset_snapshot(tmp_path / "one")
-    assert _contents(tmp_path / "two") == _contents(tmp_path / "one")
 
 
 def test_options_it_does_not_take_are_refused(tmp_path: Path) -> None:

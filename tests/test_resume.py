@@ -47,8 +47,10 @@ def _killed_run(src: Path, dst: Path, backend: str, patch: str,
     """Run `packer convert` in a child that applies ``patch`` (Python) first."""
     code = textwrap.dedent(f"""
         import os, signal, sys
-        import packer.conversion.destination.lifecycle, packer.conversion.engines.local, packer.format.manifest
-        life, man = sys.modules["packer.conversion.destination.lifecycle"], sys.modules["packer.format.manifest"]
+        import packer.conversion.destination.lifecycle, packer.conversion.engines.local
+        import packer.format.manifest
+        life = sys.modules["packer.conversion.destination.lifecycle"]
+        man = sys.modules["packer.format.manifest"]
         engines = sys.modules["packer.conversion.engines.local"]
         def die():
             os.kill(os.getpid(), signal.SIGKILL)

@@ -366,7 +366,8 @@ def test_bench_remote(tmp_path: Path) -> None:
 _PIP_CONFLICT = """\
 Collecting aiobotocore~=2.5.0 (from s3fs>=2023.6->packer-shards==0.2.0)
   Downloading aiobotocore-2.5.0-py3-none-any.whl (72 kB)
-ERROR: Cannot install packer-shards and packer-shards[dask,docs,remote,test]==0.2.0 because these package versions have conflicting dependencies.
+ERROR: Cannot install packer-shards and packer-shards[dask,docs,remote,test]==0.2.0 because these \
+package versions have conflicting dependencies.
 
 The conflict is caused by:
     packer-shards[dask,docs,remote,test] 0.2.0 depends on fsspec>=2023.6; extra == "remote"
