@@ -17,6 +17,7 @@
     │   └── ConversionInterrupted        Ctrl-C; finished shards are kept for ``resume=True``
     ├── UnsafeKeyError                   a path from data leads outside its place (``..``, absolute,
     │                                    control characters); ``key``, ``source`` (+ValueError)
+    ├── SchemaError                      a sample schema (or a value for it) that cannot be (+ValueError)
     ├── UnknownNameError                 unknown backend, codec, engine, source or store scheme;
     │                                    lists the choices (+LookupError)
     ├── MissingExtraError                an optional dependency is missing; names the extra (+ImportError)
@@ -66,6 +67,7 @@ __all__ = [
     "OutputExistsError",
     "PackerError",
     "ResumeError",
+    "SchemaError",
     "ShardError",
     "ShardWriteError",
     "SourceChangedError",
@@ -212,6 +214,11 @@ class UnsafeKeyError(PackerError, ValueError):
         super().__init__(message)
         self.key = key
         self.source = source
+
+
+class SchemaError(PackerError, ValueError):
+    """A schema of sample fields that cannot be: a bad field name, an unknown type, a reference
+    to a missing field, bad parameters. The message names the field and the fix."""
 
 
 class UnknownNameError(PackerError, LookupError):

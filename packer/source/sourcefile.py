@@ -35,6 +35,10 @@ SKIP_REASONS: Final[tuple[str, ...]] = (
     "empty_file", "broken_symlink", "permission_denied", "not_a_regular_file",
     "not_an_image", "truncated", "decompression_bomb", "decode_error", "missing",
     "corrupt_member", "missing_label", "missing_image", "too_large",
+    # a sample's field that does not fit its type (packer.format.fields): a value of the wrong
+    # kind or shape, a mask of another size than its image or with a value that is no class, a
+    # box outside its image (clip off) or without area, box labels not one per box
+    "invalid_value", "mask_size", "mask_value", "box_outside", "degenerate_box", "box_count",
 )
 
 
