@@ -54,3 +54,14 @@ def test_a_record_of_another_field_count_is_refused() -> None:
         unpack_record(pack_record([b"a", b"b"]), 3)
     with pytest.raises(ValueError, match="bad header"):
         unpack_record(b"short", 2)
+
+
+def test_a_field_that_does_not_fit_is_skipped_as_a_bad_file_is() -> None:
+    from packer.format.fields.base import FieldValueError
+    from packer.source.sourcefile import UnpackableFile
+
+    err = FieldValueError("mask_size", "the mask is 4x4, its image 8x8")
+    assert isinstance(err, UnpackableFile)
+    assert (err.reason, err.detail) == ("mask_size", "the mask is 4x4, its image 8x8")
+    with pytest.raises(ValueError, match="unknown skip reason"):
+        FieldValueError("made_up", "")

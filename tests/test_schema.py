@@ -41,6 +41,8 @@ def test_the_imagefolder_schema() -> None:
     assert schema.is_imagefolder()
     assert schema.label_field() == schema["label"] and schema["label"].params["classes"] == ["ant", "bee"]
     assert [f.name for f in schema.in_record()] == ["image"]  # the label lives in the sample index
+    checked = imagefolder_schema("original", check="header", max_pixels=1000)["image"].params
+    assert (checked["check"], checked["max_pixels"]) == ("header", 1000)  # the conversion's checks
 
 
 @pytest.mark.parametrize("fields, message", [

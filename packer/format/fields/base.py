@@ -13,25 +13,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from packer.source.sourcefile import SKIP_REASONS
+from packer.source.sourcefile import UnpackableFile
 
 __all__ = ["FieldType", "FieldValueError"]
 
 
-class FieldValueError(Exception):
+class FieldValueError(UnpackableFile):
     """A value that does not fit its field (a mask of another size than its image, a box with no
-    area): ``reason`` is a skip reason of :mod:`packer.source.statuses`, ``detail`` says what.
+    area): ``reason`` is one of ``SKIP_REASONS``, ``detail`` says what.
 
-    Internal signal between encoding and the writer, which skips and lists the sample (or
-    raises under ``strict``), as :class:`~packer.source.sourcefile.UnpackableFile` is for files.
+    An :class:`~packer.source.sourcefile.UnpackableFile`: the writer skips and lists the sample
+    (or raises under ``strict``) exactly as it does a file that cannot be packed.
     """
-
-    def __init__(self, reason: str, detail: str) -> None:
-        if reason not in SKIP_REASONS:
-            raise ValueError(f"unknown skip reason {reason!r}")
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
 
 
 class FieldType(ABC):

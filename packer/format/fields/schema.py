@@ -113,12 +113,13 @@ class Schema:
 
 
 def imagefolder_schema(codec: str = "original", codec_params: Mapping[str, Any] | None = None,
-                       classes: Sequence[str] = ()) -> Schema:
-    """The schema of an ImageFolder dataset: an image stored by ``codec`` and its class label."""
-    return Schema.of([
-        Field("image", "image", {"codec": codec, "codec_params": dict(codec_params or {})}),
-        Field("label", "label", {"classes": list(classes)}),
-    ])
+                       classes: Sequence[str] = (), *, check: str | None = None,
+                       max_pixels: int | None = None) -> Schema:
+    """The schema of an ImageFolder dataset: an image stored by ``codec`` (checked at ``check``
+    within ``max_pixels``, the conversion's; the type's defaults when None) and its class label."""
+    image: dict[str, Any] = {"codec": codec, "codec_params": dict(codec_params or {})}
+    image.update({k: v for k, v in (("check", check), ("max_pixels", max_pixels)) if v is not None})
+    return Schema.of([Field("image", "image", image), Field("label", "label", {"classes": list(classes)})])
 
 
 def _field_from(data: Any) -> Field:
