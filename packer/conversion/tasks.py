@@ -27,6 +27,9 @@ from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, receipt_path
 from packer.errors import BadImageError
 from packer.format.backends import ShardWriter, get_backend
 from packer.format.codecs import Codec
+from packer.format.fields.encoding import SampleEncoder
+from packer.format.fields.schema import Field, Schema
+from packer.format.fields.types.images import ImageType
 from packer.format.manifest import ShardEntry, SkippedFile
 from packer.format.records import digest64, digest_prefix, records_to_bytes, shard_records_of
 from packer.format.shardset import shard_file_name
@@ -94,11 +97,20 @@ class _Packed:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
+def sample_encoder(task: ShardTask) -> SampleEncoder:
+    """How the task's samples become records: the schema ``{image, label}`` (the label goes to
+    the sample index), its image bound to the task's codec object, so a record is the codec's
+    output itself, as it always was."""
+    image = Field("image", "image", {"codec": task.codec.name, "codec_params": task.codec.params(),
+                                     "check": task.check, "max_pixels": task.max_pixels})
+    return SampleEncoder(Schema((image,)), bound={"image": ImageType(task.codec)})
+
+
 def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], object],
                 notify: Notify) -> _Packed:
     """Read, check and encode items ``start:stop`` in order, handing each payload to ``sink``."""
     packed = _Packed()
-    codec = task.codec
+    encoder = sample_encoder(task)
     for position in range(start, stop):
         item = task.items[position]
         relpath, label, size, mtime_ns = item.relpath, item.label, item.size, item.mtime_ns
@@ -109,7 +121,7 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
             digest = hashlib.sha256(data).digest()
             if relpath in task.crashed:  # read (its digest counts), but never decoded again
                 raise UnpackableFile("decode_error", task.crashed[relpath])
-            payload = codec.encode(data, check=task.check, max_pixels=task.max_pixels)
+            payload = encoder.encode({"image": data})
         except UnpackableFile as err:
             bad = err
         else:

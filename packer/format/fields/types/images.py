@@ -69,6 +69,11 @@ class ImageType(FieldType):
 
     name: ClassVar[str] = "image"
 
+    def __init__(self, codec: Codec | None = None) -> None:
+        # Bound to a codec object: a conversion's (pickled by reference to its class, so a codec
+        # registered only in the parent still reaches spawned workers); else looked up by name.
+        self._codec = codec
+
     def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         known(params, ("codec", "codec_params", "check", "max_pixels"))
         codec = choice(params, "codec", codec_names(), "original")
@@ -106,10 +111,9 @@ class ImageType(FieldType):
             return {}
         return {f"{name}.size": (stored.width, stored.height)}
 
-    @staticmethod
-    def codec(params: Mapping[str, Any]) -> Codec:
-        """The codec the (checked) params name."""
-        return get_codec(params["codec"], params["codec_params"])
+    def codec(self, params: Mapping[str, Any]) -> Codec:
+        """The bound codec, or the one the (checked) params name."""
+        return self._codec if self._codec is not None else get_codec(params["codec"], params["codec_params"])
 
 
 class MaskType(FieldType):
