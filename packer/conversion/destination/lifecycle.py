@@ -46,7 +46,7 @@ from packer.format.sample_index import SAMPLES_DIR
 from packer.store.durable import atomic_write_bytes, create_exclusively, fsync_dir, is_temporary_name
 from packer.store.lease.claim import Lease
 
-__all__ = ["Slot", "conversion_slot", "merge_slot", "task_slot", "update_slot"]
+__all__ = ["Slot", "conversion_slot", "merge_slot", "task_slot", "tidy_after_update", "update_slot"]
 
 
 @dataclass
@@ -164,6 +164,19 @@ def update_slot(destination: Destination, plan: JobPlan, from_version: int, leas
                 lease=lease)
     with _settled(slot, path, lambda _: _close(path, UPDATE_NAME)):
         yield slot
+
+
+def tidy_after_update(path: str, lease: Lease) -> bool:
+    """Remove what an update killed after switching ``index.json`` left beside a dataset that is
+    now up to date (its marker, staging and receipts); True when there was something. The caller
+    holds ``lease``, so nothing else is writing: whatever is there is a leftover.
+    """
+    leftovers = [os.path.join(path, name) for name in (UPDATE_NAME, TMP_DIR, RECEIPTS_DIR)]
+    if not any(os.path.exists(p) for p in leftovers):
+        return False
+    lease.check()  # never delete under a lease another process took over
+    _finishing(path, lambda: _close(path, UPDATE_NAME))
+    return True
 
 
 @contextlib.contextmanager

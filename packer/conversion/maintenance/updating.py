@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from packer.conversion.destination.lifecycle import update_slot
+from packer.conversion.destination.lifecycle import tidy_after_update, update_slot
 from packer.conversion.destination.lock import dataset_lock
 from packer.conversion.destination.state import Destination, DestinationState
 from packer.conversion.engines.base import Engine
@@ -118,6 +118,8 @@ def update(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, checksum
         changes = compare(current, SampleIndex.of(path, current), job, digests=digests)
         todo = [task for task in job.tasks if task.index not in changes.reused]
         up_to_date = _up_to_date(current, job, changes)
+        if lease is not None and up_to_date and tidy_after_update(path, lease):
+            log.info("%s: removed what an update killed after its switch left behind", path)
         if lease is None or up_to_date:
             result = UpdateResult(path, current, current.version, changes.added, changes.removed,
                                   changes.changed, len(changes.reused), len(todo),
