@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from packer.cli.errors import in_cli_terms
+from packer.cli.errors import in_cli_terms, report_in_cli_terms
 from packer.cli.output import say
 from packer.conversion.engines.select import ENGINES
 from packer.conversion.options import DEFAULT_SHARD_SIZE, ConversionOptions
@@ -135,7 +135,7 @@ def convert(src: str, dst: str, **given: Any) -> None:
         plan = dry_run(src, options)
         # The source's own sentences (why it would stop) speak the library's keywords: as flags here.
         say(json.dumps(plan.to_dict(), indent=2) if given["as_json"]
-            else "\n".join(in_cli_terms(line) for line in format_plan(plan).split("\n")))
+            else report_in_cli_terms(format_plan(plan)))
         return
     if given["print_job_script"]:
         say(_job_script(given))

@@ -22,7 +22,7 @@ import click
 
 from packer.cli.output import terminal_safe
 
-__all__ = ["ALIASES", "COMMANDS", "cli_message", "in_cli_terms", "interrupted_message"]
+__all__ = ["ALIASES", "COMMANDS", "cli_message", "in_cli_terms", "interrupted_message", "report_in_cli_terms"]
 
 #: Library function -> the command that runs it (``packer <command>``).
 COMMANDS: Final[Mapping[str, str]] = {
@@ -119,6 +119,12 @@ def in_cli_terms(text: str) -> str:
     if ctx is None or not isinstance(root, click.Group):
         return text
     return cli_message(text, root, ctx.command.name)
+
+
+def report_in_cli_terms(text: str) -> str:
+    """A report of many lines from the library (a dry run's plan, verify's findings) in the
+    command's terms, line by line: :func:`in_cli_terms` escapes what it translates into one line."""
+    return "\n".join(in_cli_terms(line) for line in text.split("\n"))
 
 
 #: What Ctrl-C leaves behind, by command; the others were only reading.

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from packer.cli.errors import in_cli_terms
+from packer.cli.errors import report_in_cli_terms
 from packer.cli.output import say
 from packer.errors import PackerError
 
@@ -146,8 +146,6 @@ def verify(dst: str, deep: bool, src: str | None, as_json: bool, quiet: bool) ->
     from packer.tools.verify import verify_dataset
 
     report = verify_dataset(dst, deep=deep, against=src, progress=not quiet and not as_json)
-    # Line by line: in_cli_terms escapes what it translates into one line, and a report has many.
-    say(json.dumps(report.to_dict(), indent=2) if as_json
-        else "\n".join(in_cli_terms(line) for line in format_verify(report).split("\n")))
+    say(json.dumps(report.to_dict(), indent=2) if as_json else report_in_cli_terms(format_verify(report)))
     if not report.ok:
         sys.exit(1)

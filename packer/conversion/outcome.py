@@ -52,13 +52,18 @@ def _reasons(skips: Mapping[str, int]) -> str:
     return ", ".join(f"{reason} {count}" for reason, count in ordered)
 
 
+def _fix(skips: Mapping[str, int]) -> str:
+    """What to do, for the most common reason of ``skips``."""
+    top = max(sorted(skips), key=lambda reason: skips[reason]) if skips else ""
+    return _FIXES.get(top, _DEFAULT_FIX)
+
+
 def nothing_to_pack(source: Source, skips: Mapping[str, int]) -> str:
     """Why a conversion of ``source`` stops when all its items are skipped (``skips``: the
     count by reason), and the fix; the dry run prints it after "the conversion would stop: "."""
     total = sum(skips.values())
-    top = max(sorted(skips), key=lambda reason: skips[reason]) if skips else ""
     return (f"every one of the {total} {source.item_words()} of {source.describe()} {source.location!r} "
-            f"is skipped ({_reasons(skips)}), so nothing would be packed: {_FIXES.get(top, _DEFAULT_FIX)}")
+            f"is skipped ({_reasons(skips)}), so nothing would be packed: {_fix(skips)}")
 
 
 def check_something_to_pack(source: Source, index: SourceIndex, reader: ItemReader) -> None:
@@ -100,8 +105,6 @@ def check_merge_packed_something(dst: str, packed: int, reasons: Iterable[str]) 
     if packed:
         return
     skips = Counter(reasons)
-    top = max(sorted(skips), key=lambda reason: skips[reason]) if skips else ""
     raise EmptySourceError(f"Cannot merge {dst!r}: every one of the {sum(skips.values())} items its tasks "
                            f"read was skipped ({_reasons(skips) or 'none found'}), so the dataset would "
-                           f"hold 0 samples: {_FIXES.get(top, _DEFAULT_FIX)}; then convert again with "
-                           "overwrite=True.")
+                           f"hold 0 samples: {_fix(skips)}; then convert again with overwrite=True.")

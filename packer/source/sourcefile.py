@@ -29,7 +29,7 @@ import os
 import stat
 from typing import Final
 
-__all__ = ["SKIP_REASONS", "UnpackableFile", "read_source"]
+__all__ = ["OPEN_FLAGS", "SKIP_REASONS", "UnpackableFile", "read_at_most", "read_source"]
 
 SKIP_REASONS: Final[tuple[str, ...]] = (
     "empty_file", "broken_symlink", "permission_denied", "not_a_regular_file",
@@ -57,9 +57,9 @@ class UnpackableFile(Exception):
         self.detail = detail
 
 
-#: How :func:`read_source` opens: never waiting on a FIFO for a writer (``O_NONBLOCK`` has no
+#: How a source file is opened: never waiting on a FIFO for a writer (``O_NONBLOCK`` has no
 #: effect on regular files), never taking a terminal, not leaking into child processes.
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
 
 
 def read_source(path: str) -> bytes:
@@ -74,7 +74,7 @@ def read_source(path: str) -> bytes:
             or ``empty_file``. Any other OSError (an I/O error, a vanished file) propagates.
     """
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, OPEN_FLAGS)
     except FileNotFoundError:
         if os.path.islink(path):
             raise UnpackableFile("broken_symlink", f"symlink to missing {os.readlink(path)!r}") from None
@@ -125,4 +125,15 @@ def _read_to_end(fd: int, size: int) -> bytes:
     parts = [data]
     while block := os.read(fd, 1 << 20):
         parts.append(block)
+    return b"".join(parts)
+
+
+def read_at_most(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes from the start of ``fd``, fewer only at end of file (a bounded
+    read of a file whose size is known: one byte more than it reveals a file that grew)."""
+    parts: list[bytes] = []
+    left = limit
+    while left > 0 and (block := os.read(fd, left)):
+        parts.append(block)
+        left -= len(block)
     return b"".join(parts)

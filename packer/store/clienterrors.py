@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 __all__ = ["BUCKET_CODES", "DENIED_CODES", "MISSING_CODES", "TRANSIENT_ERRNOS", "Facts", "ShortRead", "facts",
-           "is_client_fault", "is_transient"]
+           "is_client_fault"]
 
 #: Service error codes (S3 and S3-compatible, Azure) of a bucket or container that does not exist.
 BUCKET_CODES: Final = frozenset({"NoSuchBucket", "ContainerNotFound"})
@@ -45,6 +45,16 @@ _CLIENT_BASES: Final = (
     ("aiohttp", "ClientError"), ("urllib3.exceptions", "HTTPError"), ("http.client", "HTTPException"),
     ("gcsfs.retry", "HttpError"), ("google.auth.exceptions", "GoogleAuthError"),
     ("azure.core.exceptions", "AzureError"), ("botocore.parsers", "ResponseParserError"))
+#: Service error codes of throttling and of a server's passing trouble.
+_TRANSIENT_CODES: Final = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
+                                     "ServiceUnavailable", "InternalError", "RequestLimitExceeded"})
+#: Client exceptions of a dropped, cut or garbled transfer.
+_TRANSIENT_TYPES: Final = (
+    ("aiohttp", "ClientConnectionError"), ("aiohttp", "ClientPayloadError"),
+    ("botocore.exceptions", "ConnectionError"), ("botocore.exceptions", "HTTPClientError"),
+    ("botocore.exceptions", "IncompleteReadError"), ("botocore.parsers", "ResponseParserError"),
+    ("urllib3.exceptions", "ProtocolError"), ("http.client", "IncompleteRead"),
+    ("ssl", "SSLEOFError"), ("ssl", "SSLZeroReturnError"))
 #: Exceptions that mean "no usable credentials" without any HTTP status.
 _CREDENTIAL_ERRORS: Final = (
     ("botocore.exceptions", "NoCredentialsError"), ("botocore.exceptions", "PartialCredentialsError"),
@@ -64,6 +74,16 @@ class Facts:
     codes: frozenset[str] = field(default_factory=frozenset)
     errnos: frozenset[int] = field(default_factory=frozenset)
     credentials: bool = False
+
+    def transient(self) -> bool:
+        """Whether these facts are of a fault that may pass: a 5xx, 408 or 429 status, a
+        throttling code, a timeout, a refused, reset or dropped connection, a short body (by
+        type or errno)."""
+        return bool(any(s >= 500 or s in (408, 429) for s in self.statuses)
+                    or self.codes & _TRANSIENT_CODES
+                    or self.kinds & {TimeoutError, ConnectionError, ShortRead, asyncio.IncompleteReadError}
+                    or self.errnos & TRANSIENT_ERRNOS
+                    or not self.kinds.isdisjoint(_types(_TRANSIENT_TYPES)))
 
 
 def _types(pairs: tuple[tuple[str, str], ...]) -> tuple[type[BaseException], ...]:
@@ -132,24 +152,3 @@ def is_client_fault(err: BaseException) -> bool:
     from packer.errors import StoreError
 
     return isinstance(err, (OSError, asyncio.IncompleteReadError, StoreError, *_types(_CLIENT_BASES)))
-
-
-def is_transient(err: BaseException) -> bool:
-    """Whether ``err`` is a fault that may pass: a 5xx, 408 or 429 status, a throttling code, a
-    timeout, a refused, reset or dropped connection, a short body (by type or errno)."""
-    found = facts(err)
-    return bool(any(s >= 500 or s in (408, 429) for s in found.statuses)
-                or found.codes & {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
-                                  "ServiceUnavailable", "InternalError", "RequestLimitExceeded"}
-                or found.kinds & {TimeoutError, ConnectionError, ShortRead, asyncio.IncompleteReadError}
-                or found.errnos & TRANSIENT_ERRNOS
-                or not found.kinds.isdisjoint(_types((("aiohttp", "ClientConnectionError"),
-                                                      ("aiohttp", "ClientPayloadError"),
-                                                      ("botocore.exceptions", "ConnectionError"),
-                                                      ("botocore.exceptions", "HTTPClientError"),
-                                                      ("botocore.exceptions", "IncompleteReadError"),
-                                                      ("botocore.parsers", "ResponseParserError"),
-                                                      ("urllib3.exceptions", "ProtocolError"),
-                                                      ("http.client", "IncompleteRead"),
-                                                      ("ssl", "SSLEOFError"),
-                                                      ("ssl", "SSLZeroReturnError")))))

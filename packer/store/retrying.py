@@ -31,7 +31,6 @@ from packer.store.clienterrors import (
     ShortRead,
     facts,
     is_client_fault,
-    is_transient,
 )
 
 __all__ = ["RetryPolicy", "ShortRead", "classify", "retry"]
@@ -80,7 +79,7 @@ def classify(err: BaseException, what: str) -> StoreError | None:
             or found.credentials):
         return AccessDeniedError(f"{what}: access denied ({err}). Check the credentials "
                                  "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or storage_options=).")
-    if is_transient(err):
+    if found.transient():
         return None
     return StoreError(f"{what}: the store refused the request ({type(err).__name__}: {err}); trying "
                       "again would not help. Check the URL and storage_options=.")

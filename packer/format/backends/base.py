@@ -89,28 +89,25 @@ _OPEN_READERS_LOCK = threading.RLock()
 _OPEN_LOCK = threading.Lock()
 
 
-def _close_readers_before_fork() -> None:
-    _OPEN_LOCK.acquire()  # released in both processes right after the fork
+def _close_open_readers() -> None:
     with _OPEN_READERS_LOCK:
         readers = list(_OPEN_READERS)
     for reader in readers:
         reader.close()
+
+
+def _close_readers_before_fork() -> None:
+    _OPEN_LOCK.acquire()  # released in both processes right after the fork
+    _close_open_readers()
 
 
 def _release_open_lock_after_fork() -> None:
     _OPEN_LOCK.release()
 
 
-def _close_readers_at_exit() -> None:
-    # Before the interpreter tears modules down: a reader still held by a module-level dataset
-    # then closes while os, h5py and the LMDB registry exist (after, __del__ would find them None).
-    with _OPEN_READERS_LOCK:
-        readers = list(_OPEN_READERS)
-    for reader in readers:
-        reader.close()
-
-
-atexit.register(_close_readers_at_exit)
+# At exit, before the interpreter tears modules down: a reader still held by a module-level
+# dataset then closes while os, h5py and the LMDB registry exist (after, __del__ would find None).
+atexit.register(_close_open_readers)
 os.register_at_fork(before=_close_readers_before_fork,
                     after_in_parent=_release_open_lock_after_fork,
                     after_in_child=_release_open_lock_after_fork)

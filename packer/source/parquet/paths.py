@@ -30,7 +30,7 @@ from typing import Final
 
 from packer.errors import SourceError
 from packer.keys import key_problem
-from packer.source.sourcefile import UnpackableFile
+from packer.source.sourcefile import OPEN_FLAGS, UnpackableFile, read_at_most
 from packer.source.statuses import (
     EMPTY,
     FROM_FILE,
@@ -46,10 +46,6 @@ __all__ = ["PATH_STATUSES", "ImageFile", "locate_image", "path_detail", "read_im
 
 #: The statuses that are about a row's image path (their messages name it).
 PATH_STATUSES: Final = frozenset({MISSING, NOT_REGULAR, OUTSIDE_ROOT, PERMISSION_DENIED, UNSAFE_PATH})
-
-#: Never wait on a FIFO, never take a terminal, never leak into a child process.
-_OPEN_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
-
 
 class ImageFile:
     """Where a row's image path leads: ``status`` (:data:`FROM_FILE` when it can be read),
@@ -121,7 +117,7 @@ def read_image_file(full: str, size: int, mtime_ns: int) -> bytes:
         SourceError: the file is gone or changed since the scan; the message says what to do.
     """
     try:
-        fd = os.open(full, _OPEN_FLAGS)
+        fd = os.open(full, OPEN_FLAGS)
     except PermissionError as err:
         raise UnpackableFile("permission_denied", f"{full!r}: {err.strerror or err}") from None
     except OSError as err:
@@ -130,7 +126,7 @@ def read_image_file(full: str, size: int, mtime_ns: int) -> bytes:
         info = os.fstat(fd)
         if (info.st_size, info.st_mtime_ns) != (size, mtime_ns) or not stat.S_ISREG(info.st_mode):
             raise _changed(full, "its size or modification time differ from the scan's")
-        data = _read_up_to(fd, size + 1)
+        data = read_at_most(fd, size + 1)
     except OSError as err:
         if err.errno == errno.EACCES:
             raise UnpackableFile("permission_denied", f"{full!r}: {err.strerror or err}") from None
@@ -140,16 +136,6 @@ def read_image_file(full: str, size: int, mtime_ns: int) -> bytes:
     if len(data) != size:
         raise _changed(full, f"it holds {'more' if len(data) > size else 'fewer'} bytes than when scanned")
     return data
-
-
-def _read_up_to(fd: int, limit: int) -> bytes:
-    """At most ``limit`` bytes from the start of ``fd``, fewer only at end of file."""
-    parts: list[bytes] = []
-    left = limit
-    while left > 0 and (block := os.read(fd, left)):
-        parts.append(block)
-        left -= len(block)
-    return b"".join(parts)
 
 
 def _changed(full: str, why: str) -> SourceError:

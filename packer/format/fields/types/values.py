@@ -244,14 +244,18 @@ def _exactly(value: Any, dtype: np.dtype) -> np.ndarray:
     return cast
 
 
-class BytesType(FieldType):
-    """Raw bytes, stored as given."""
-
-    name: ClassVar[str] = "bytes"
+class _Parameterless(FieldType):
+    """A type that takes no params (one value as it is)."""
 
     def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         known(params, ())
         return {}
+
+
+class BytesType(_Parameterless):
+    """Raw bytes, stored as given."""
+
+    name: ClassVar[str] = "bytes"
 
     def encode(self, value: Any, params: Mapping[str, Any], *, context: Mapping[str, Any]) -> bytes:
         if not isinstance(value, bytes | bytearray | memoryview):
@@ -262,14 +266,10 @@ class BytesType(FieldType):
         return bytes(payload)
 
 
-class IntType(FieldType):
+class IntType(_Parameterless):
     """One signed 64-bit integer."""
 
     name: ClassVar[str] = "int"
-
-    def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        known(params, ())
-        return {}
 
     def encode(self, value: Any, params: Mapping[str, Any], *, context: Mapping[str, Any]) -> bytes:
         number = exact_int(value, "int field")
@@ -283,14 +283,10 @@ class IntType(FieldType):
         return int(_I64.unpack(payload)[0])
 
 
-class FloatType(FieldType):
+class FloatType(_Parameterless):
     """One 64-bit float (NaN and infinities allowed; every NaN stored the same way)."""
 
     name: ClassVar[str] = "float"
-
-    def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        known(params, ())
-        return {}
 
     def encode(self, value: Any, params: Mapping[str, Any], *, context: Mapping[str, Any]) -> bytes:
         if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
