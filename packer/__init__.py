@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from packer.conversion.merging import MergeResult, merge
     from packer.conversion.options import ConversionOptions
     from packer.conversion.run import ConversionResult, convert
+    from packer.conversion.writing.write import write
     from packer.errors import (
         AccessDeniedError,
         BadImageError,
@@ -68,10 +69,16 @@ if TYPE_CHECKING:
     )
     from packer.format.backends import Backend, ShardReader, ShardWriter, backend_names, register_backend
     from packer.format.codecs import Codec, codec_names, register_codec
+    from packer.format.fields.base import FieldType
+    from packer.format.fields.registry import field_type_names, register_field_type
+    from packer.format.fields.schema import Field, Schema
     from packer.format.manifest import Manifest
     from packer.read.baseline import ImageFolderDataset
-    from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
+    from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset
+    from packer.read.fields.collate import collate_fields
+    from packer.read.fields.dataset import FieldDataset
     from packer.read.loader import LoaderSettings, loader_settings, make_loader
+    from packer.read.opening import open_dataset
     from packer.read.readahead import ReadAheadSampler
     from packer.read.samplers import ShardAwareSampler
     from packer.read.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
@@ -99,6 +106,12 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "packer.conversion.run": ["ConversionResult", "convert"],
+    "packer.conversion.writing.write": ["write"],
+    "packer.format.fields.schema": ["Field", "Schema"],
+    "packer.format.fields.base": ["FieldType"],
+    "packer.format.fields.registry": ["field_type_names", "register_field_type"],
+    "packer.read.fields.dataset": ["FieldDataset"],
+    "packer.read.fields.collate": ["collate_fields"],
     "packer.conversion.options": ["ConversionOptions"],
     "packer.conversion.array_run": ["TaskResult", "convert_task"],
     "packer.conversion.merging": ["MergeResult", "merge"],
@@ -110,7 +123,8 @@ _HOMES = {
         "Engine", "EngineRequest", "ExecutorEngine", "LocalEngine", "Progress", "engine_names", "open_engine",
         "register_engine",
     ],
-    "packer.read.datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"],
+    "packer.read.datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset"],
+    "packer.read.opening": ["open_dataset"],
     "packer.read.baseline": ["ImageFolderDataset"],
     "packer.read.loader": ["LoaderSettings", "loader_settings", "make_loader"],
     "packer.read.samplers": ["ShardAwareSampler"],
@@ -174,6 +188,9 @@ __all__ = [
     "EngineRequest",
     "ExecutorEngine",
     "ExportResult",
+    "Field",
+    "FieldDataset",
+    "FieldType",
     "GcResult",
     "HDF5ImageDataset",
     "IMG_EXTENSIONS",
@@ -205,8 +222,9 @@ __all__ = [
     "RemoteGcResult",
     "ResumeError",
     "SampleInfo",
-    "SchemaError",
     "ScanReport",
+    "Schema",
+    "SchemaError",
     "ShardAwareSampler",
     "ShardError",
     "ShardReader",
@@ -232,6 +250,7 @@ __all__ = [
     "backend_names",
     "bench",
     "codec_names",
+    "collate_fields",
     "collect_garbage",
     "collect_remote_garbage",
     "convert",
@@ -240,6 +259,7 @@ __all__ = [
     "dataset_versions",
     "engine_names",
     "export_dataset",
+    "field_type_names",
     "find_classes",
     "loader_settings",
     "make_contact_sheet",
@@ -255,6 +275,7 @@ __all__ = [
     "register_backend",
     "register_codec",
     "register_engine",
+    "register_field_type",
     "register_source",
     "register_store",
     "run_demo",
@@ -267,6 +288,7 @@ __all__ = [
     "update",
     "upgrade",
     "verify_dataset",
+    "write",
     "write_contact_sheet",
 ]
 

@@ -57,7 +57,8 @@ MOVED_MODULES: Final[Mapping[str, Mapping[str, str]]] = {
                                                   "jobqueue_cluster jobqueue_engine",
     },
     "packer.datasets": {
-        "packer.read.datasets": "HDF5ImageDataset LMDBImageDataset PackedImageDataset open_dataset",
+        "packer.read.datasets": "HDF5ImageDataset LMDBImageDataset PackedImageDataset",
+        "packer.read.opening": "open_dataset",
     },
     "packer.dryrun": {
         "packer.conversion.dryrun": "ConversionPlan PlannedShard plan_conversion",

@@ -166,7 +166,18 @@ def test_image_refusals_keep_the_codecs_reason() -> None:
     assert refused(ImageType(), b"<html>not an image</html>").reason == "not_an_image"
     assert refused(ImageType(), encoded(photo())[:60]).reason == "truncated"
     assert refused(ImageType(), encoded(photo()), {"max_pixels": 100}).reason == "decompression_bomb"
-    assert refused(ImageType(), photo()).reason == "invalid_value"
+    assert refused(ImageType(), "photo.jpg").reason == "invalid_value"
+    assert refused(ImageType(), np.zeros((4, 4, 3), np.float32)).reason == "invalid_value"
+    assert refused(ImageType(), np.zeros((4, 4, 2), np.uint8)).reason == "invalid_value"
+
+
+@pytest.mark.parametrize("as_array", [False, True])
+def test_a_pil_image_or_uint8_array_is_stored_losslessly(as_array: bool) -> None:
+    value = np.asarray(photo()) if as_array else photo()
+    params = ImageType().check_params({})
+    payload = ImageType().encode(value, params, context={})
+    assert payload.startswith(b"\x89PNG")
+    assert np.array_equal(np.asarray(ImageType().decode(payload, params)), np.asarray(photo()))
 
 
 def test_image_stored_unchecked_junk_has_no_size_and_decodes_as_damaged() -> None:

@@ -47,6 +47,9 @@ PUBLIC = sorted([
     # format and extension points
     "Manifest", "Backend", "ShardWriter", "ShardReader", "backend_names", "register_backend", "Codec",
     "codec_names", "register_codec",
+    # samples with fields
+    "write", "Schema", "Field", "FieldType", "field_type_names", "register_field_type", "FieldDataset",
+    "collate_fields",
 ]) + ERRORS
 
 #: The plugin contract suites (``packer.testing``, documented on the same page).

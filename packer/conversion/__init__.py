@@ -31,14 +31,16 @@ if TYPE_CHECKING:
     from packer.conversion.merging import MergeResult, merge
     from packer.conversion.options import ConversionOptions
     from packer.conversion.run import ConversionResult, convert
+    from packer.conversion.writing.write import write
 
 __all__ = ["ConversionOptions", "ConversionPlan", "ConversionResult", "Engine", "ExecutorEngine",
            "GcResult", "LocalEngine", "MergeResult", "TaskResult", "UpdateResult", "UpgradeResult",
            "collect_garbage", "convert", "convert_task", "merge", "open_engine", "plan_conversion",
-           "update", "upgrade"]
+           "update", "upgrade", "write"]
 _INTERNAL = "it is internal to packer's command line; use packer.convert() and its keywords instead"
 __getattr__, __dir__ = lazy_exports(__name__, {
     ".run": ["ConversionResult", "convert"],
+    ".writing.write": ["write"],
     ".array_run": ["TaskResult", "convert_task"],
     ".options": ["ConversionOptions"],
     ".dryrun": ["ConversionPlan", "plan_conversion"],

@@ -20,6 +20,7 @@ from packer.conversion.destination.state import Destination, DestinationState
 from packer.conversion.options import ConversionOptions
 from packer.conversion.outcome import check_something_to_pack
 from packer.conversion.plan import JobPlan, planned_item_sizes, scan_info, shard_name
+from packer.conversion.schemas import conversion_schema
 from packer.conversion.sharding import plan_shards
 from packer.conversion.tasks import ShardTask
 from packer.source.base import ItemReader, Source, SourceIndex
@@ -77,6 +78,9 @@ def plan_source(source: Source, destination: Destination, state: DestinationStat
     check_something_to_pack(source, index, reader)
     options = options.for_source(source.kind)
     recorded = options.recorded()
+    schema = conversion_schema(index, options)
+    if schema is not None:  # fingerprinted and recorded; an ImageFolder conversion's record is unchanged
+        recorded["schema"] = schema.to_list()
     fingerprint = plan_fingerprint(source.location, recorded, index, index.metadata)
     codec = options.stored_as
     plans = plan_shards(planned_item_sizes(index, reader, codec), [item.relpath for item in index.items],
@@ -89,13 +93,14 @@ def plan_source(source: Source, destination: Destination, state: DestinationStat
     inputs = tuple(shard_inputs(recorded, item_identities(shard, labels=False)) for shard in items)
     extra = {**source.manifest_extra(),
              "source": {"kind": source.kind, "location": source.location, "params": source.params(),
-                        "report": {"notes": list(index.report.notes)} if index.report.notes else {}}}
+                        "report": {"notes": list(index.report.notes)} if index.report.notes else {}},
+             **({"schema": schema.to_list()} if schema is not None else {})}
     plan = JobPlan(source.location, recorded, fingerprint, len(index.items), tuple(index.classes),
                    scan_info(index, source.scan_filter()),
                    fingerprints, inputs, num_tasks, extra, index.metadata_columns)
     tasks = tuple(ShardTask(p.index, shard_name(p.index), reader, destination.path, "",
                             options.backend.name, codec, options.check, options.max_pixels,
                             options.strict, p.planned_bytes, items[p.index], fingerprints[p.index],
-                            inputs[p.index], recorded, metadata[p.index])
+                            inputs[p.index], recorded, metadata[p.index], schema=schema)
                   for p in plans)
     return Job(source.location, destination, state, source, index, reader, plan, tasks)

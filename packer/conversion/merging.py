@@ -32,7 +32,7 @@ from packer.conversion.receipts import ShardResult, receipt_path
 from packer.cpus import available_cpus
 from packer.errors import MissingShardsError, NotADatasetError, OutputError, PackerError
 from packer.format.backends import get_backend
-from packer.format.manifest import MANIFEST_NAME, Manifest, ShardEntry
+from packer.format.manifest import FIELDS_FORMAT_VERSION, FORMAT_VERSION, MANIFEST_NAME, Manifest, ShardEntry
 from packer.format.records import records_of_shards
 from packer.format.sample_index import SampleIndex, write_sample_index
 from packer.store.durable import sha256_file
@@ -74,7 +74,8 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, v
                              "options": plan.options, **plan.source_extra}
     counts = [0] * len(plan.classes)
     for target in targets:
-        counts[target] += 1
+        if target >= 0:  # -1: a sample of a schema without a class label
+            counts[target] += 1
     options = plan.options
     manifest = Manifest(
         backend=options["backend"],
@@ -94,6 +95,7 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, v
         created_by=f"packer {packer_version()}",
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         extra=extra,
+        format_version=FIELDS_FORMAT_VERSION if "schema" in extra else FORMAT_VERSION,
         version=version,
         last_update=last_update or {},
     )

@@ -41,7 +41,8 @@ def known_skip_counts(index: SourceIndex, reader: ItemReader) -> tuple[list[int]
     for item in index.items:
         reason = reader.known_skip(item)
         if reason is None:
-            counts[item.label] += 1
+            if item.label >= 0:  # -1: a schema without a class label
+                counts[item.label] += 1
         else:
             skips[reason] += 1
     return counts, skips
@@ -74,8 +75,8 @@ def check_something_to_pack(source: Source, index: SourceIndex, reader: ItemRead
     """
     if not index.items:
         return
-    counts, skips = known_skip_counts(index, reader)
-    if sum(counts) == 0:
+    _, skips = known_skip_counts(index, reader)
+    if sum(skips.values()) == len(index.items):
         raise EmptySourceError(f"The conversion stops: {nothing_to_pack(source, skips)}. Nothing was "
                                "written.")
 

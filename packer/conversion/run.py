@@ -38,7 +38,7 @@ from packer.conversion.outcome import check_something_packed
 from packer.errors import OutputError
 from packer.format.manifest import Manifest
 
-__all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "convert", "run_conversion"]
+__all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "convert", "run_conversion", "write_job"]
 
 log = logging.getLogger(__name__)
 
@@ -119,10 +119,10 @@ def run_conversion(src: str | os.PathLike[str], dst: str | os.PathLike[str], opt
     chosen = choose_engine(engine, workers)
     job = plan_job(src, dst, options, overwrite=overwrite, resume=resume, num_tasks=None)
     with job.source:  # what reading made on this machine (an archive's spool) goes at the end
-        return _write_job(job, chosen, resume=resume, progress=progress, started=started)
+        return write_job(job, chosen, resume=resume, progress=progress, started=started)
 
 
-def _write_job(job: Job, chosen: Engine, *, resume: bool, progress: bool, started: float) -> ConversionResult:
+def write_job(job: Job, chosen: Engine, *, resume: bool, progress: bool, started: float) -> ConversionResult:
     """Write the shards of a planned job (keeping those an interrupted run finished with
     ``resume``), then its manifest."""
     destination, plan = job.destination, job.plan

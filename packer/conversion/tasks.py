@@ -67,6 +67,8 @@ class ShardTask:
     options: dict[str, object]  # the recorded options, for the shard's content digest
     metadata: tuple[str, ...] = ()  # the source's other fields per item (JSON), else empty
     crashed: dict[str, str] = field(default_factory=dict)
+    #: The samples' fields; None: ImageFolder's ``{image, label}`` (a record is the image alone).
+    schema: Schema | None = None
 
     def run(self, notify: Notify) -> ShardResult:
         """Do the work (in a worker process)."""
@@ -98,9 +100,12 @@ class _Packed:
 
 
 def sample_encoder(task: ShardTask) -> SampleEncoder:
-    """How the task's samples become records: the schema ``{image, label}`` (the label goes to
-    the sample index), its image bound to the task's codec object, so a record is the codec's
-    output itself, as it always was."""
+    """How the task's samples become records: by the task's schema, each image field bound to
+    the task's codec object. Without one, the schema ``{image, label}`` (the label goes to the
+    sample index): a record is the codec's output itself, as it always was."""
+    if task.schema is not None:
+        bound = {f.name: ImageType(task.codec) for f in task.schema if f.type == "image"}
+        return SampleEncoder(task.schema, bound=bound)
     image = Field("image", "image", {"codec": task.codec.name, "codec_params": task.codec.params(),
                                      "check": task.check, "max_pixels": task.max_pixels})
     return SampleEncoder(Schema((image,)), bound={"image": ImageType(task.codec)})
@@ -121,7 +126,9 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
             digest = hashlib.sha256(data).digest()
             if relpath in task.crashed:  # read (its digest counts), but never decoded again
                 raise UnpackableFile("decode_error", task.crashed[relpath])
-            payload = encoder.encode({"image": data})
+            values = (task.reader.values(item, data, task.metadata[position] if task.metadata else "")
+                      if task.schema is not None else {"image": data})
+            payload = encoder.encode(values)
         except UnpackableFile as err:
             bad = err
         else:

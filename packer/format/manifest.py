@@ -15,26 +15,33 @@ a running training job changes nothing it reads (:mod:`packer.format.shardset`).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any, Final, get_args, get_origin, get_type_hints
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
 
 from packer.errors import (
     BucketNotFoundError,
     IncompleteDatasetError,
     ManifestError,
     NotADatasetError,
+    SchemaError,
     UnsafeKeyError,
     VersionGoneError,
 )
+from packer.format.fields.schema import Schema, imagefolder_schema
+from packer.format.manifest_fields import get_field as _get
+from packer.format.manifest_fields import get_items as _get_items
+from packer.format.manifest_fields import record as _record
 from packer.keys import check_key, check_name
 from packer.store import Store, open_store
 from packer.store.durable import atomic_write_bytes
 
 __all__ = [
+    "FIELDS_FORMAT_VERSION",
     "FORMAT_VERSION",
     "IN_PROGRESS_NAME",
     "MANIFEST_NAME",
@@ -51,6 +58,9 @@ __all__ = [
 ]
 
 FORMAT_VERSION: Final = 2
+#: The format of a dataset whose samples have fields other than ImageFolder's ``{image, label}``
+#: (``extra.schema``): a packer that reads only format 2 refuses it rather than misreading it.
+FIELDS_FORMAT_VERSION: Final = 3
 MANIFEST_NAME: Final = "index.json"
 IN_PROGRESS_NAME: Final = ".packer-in-progress"
 #: Every kept version's manifest, ``versions/00001.json``, ...
@@ -165,6 +175,15 @@ class Manifest:
     #: reused and written; bytes written); empty for a conversion.
     last_update: dict[str, Any] = field(default_factory=dict)
 
+    @functools.cached_property
+    def schema(self) -> Schema:
+        """The fields every sample holds: ``extra.schema`` (format 3), else ImageFolder's
+        ``{image, label}`` with this manifest's codec and classes."""
+        if "schema" in self.extra:
+            return Schema.from_list(self.extra["schema"], source="the manifest's extra.schema")
+        return imagefolder_schema(self.codec, self.codec_params, self.classes, check=self.check,
+                                  max_pixels=self.max_pixels)
+
     @property
     def num_samples(self) -> int:
         """Samples in the dataset (skipped files excluded)."""
@@ -203,9 +222,9 @@ class Manifest:
         if not isinstance(data, dict) or data.get("format") != "packer":
             raise ManifestError(f"{source} is not a packer manifest.")
         version = data.get("format_version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
+        if not isinstance(version, int) or version > FIELDS_FORMAT_VERSION:
             raise ManifestError(f"{source} has format version {version!r}; this packer reads "
-                                f"version {FORMAT_VERSION} or older: upgrade packer.")
+                                f"version {FIELDS_FORMAT_VERSION} or older: upgrade packer.")
         try:
             manifest = cls(
                 backend=_get(data, "backend", str, source),
@@ -236,6 +255,7 @@ class Manifest:
             raise ManifestError(f"{source} counts samples of {len(manifest.class_counts)} classes but names "
                                 f"{len(manifest.classes)}; the dataset is damaged: re-convert.")
         _check_keys(manifest, source)
+        _check_schema(manifest, source)
         return manifest
 
     def save(self, root: str | os.PathLike[str]) -> str:
@@ -332,57 +352,21 @@ def _check_keys(manifest: Manifest, source: str) -> None:
         raise ManifestError(str(err)) from err
 
 
-def _get(data: dict[str, Any], key: str, kind: type, source: str) -> Any:
-    if key not in data:
-        raise ManifestError(f"{source} lacks the field {key!r}; re-convert the dataset.")
-    value = data[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ManifestError(f"{source}: field {key!r} should be {kind.__name__}, "
-                            f"not {type(value).__name__}; re-convert the dataset.")
-    return value
+def _check_schema(manifest: Manifest, source: str) -> None:
+    """A format-3 manifest records a valid schema, a format-2 one none.
 
-
-def _is(kind: type, value: Any) -> bool:
-    """``isinstance`` for JSON values, where a bool is not an int."""
-    return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-
-
-def _get_items(data: dict[str, Any], key: str, kind: type, source: str) -> tuple[Any, ...]:
-    items = _get(data, key, list, source)
-    for position, value in enumerate(items):
-        if not _is(kind, value):
-            raise ManifestError(f"{source}: {key}[{position}] should be {kind.__name__}, not "
-                                f"{type(value).__name__}; re-convert the dataset.")
-    return tuple(items)
-
-
-def _record(cls: type[Any], data: Any, source: str, where: str) -> Any:
-    """Build the record dataclass ``cls`` from a JSON object, checking every field's type."""
-    if not isinstance(data, dict):
-        raise ManifestError(f"{source}: {where} should be an object, not {type(data).__name__}; "
-                            "re-convert the dataset.")
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(data) - set(known))
-    missing = sorted(name for name, f in known.items() if name not in data
-                     and f.default is MISSING and f.default_factory is MISSING)
-    if unknown or missing:
-        what = "; ".join(part for part in (f"unknown field(s) {unknown}" if unknown else "",
-                                           f"missing field(s) {missing}" if missing else "") if part)
-        raise ManifestError(f"{source}: {where} has {what}; re-convert the dataset.")
-    hints = get_type_hints(cls)
-    values: dict[str, Any] = {}
-    for name, value in data.items():
-        kind = hints[name]
-        if get_origin(kind) is tuple:
-            item_kind = get_args(kind)[0]
-            ok = isinstance(value, list) and all(_is(item_kind, v) for v in value)
-            value = tuple(value) if ok else value
-            expected = f"a list of {item_kind.__name__}"
-        else:
-            ok = _is(kind, value)
-            expected = kind.__name__
-        if not ok:
-            raise ManifestError(f"{source}: {where}.{name} should be {expected}, not "
-                                f"{type(value).__name__}; re-convert the dataset.")
-        values[name] = value
-    return cls(**values)
+    Raises:
+        ManifestError: the schema is missing, malformed or names an unknown field type (a
+            plugin not installed here); the message says which.
+    """
+    has_schema = "schema" in manifest.extra
+    if has_schema != (manifest.format_version >= FIELDS_FORMAT_VERSION):
+        raise ManifestError(f"{source}: format version {manifest.format_version} "
+                            f"{'records no' if not has_schema else 'should record no'} schema; "
+                            "the dataset is damaged: re-convert it.")
+    if has_schema:
+        try:
+            manifest.schema  # noqa: B018 (parsed and checked, and kept for the readers)
+        except SchemaError as err:
+            raise ManifestError(f"{source}: {err} (a field type from a plugin needs that plugin "
+                                "installed here).") from err

@@ -12,8 +12,9 @@ from packer.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from packer.read.baseline import ImageFolderDataset
-    from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset, open_dataset
+    from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset
     from packer.read.loader import LoaderSettings, loader_settings, make_loader
+    from packer.read.opening import open_dataset
     from packer.read.readahead import ReadAheadSampler
     from packer.read.samplers import ShardAwareSampler
     from packer.read.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
@@ -23,7 +24,8 @@ __all__ = ["CenterCropResize", "HDF5ImageDataset", "ImageFolderDataset", "LMDBIm
            "ShardAwareSampler", "loader_settings", "make_loader", "open_dataset"]
 _INTERNAL = "it is internal (its module may change in any release)"
 __getattr__, __dir__ = lazy_exports(__name__, {
-    ".datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"],
+    ".datasets": ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset"],
+    ".opening": ["open_dataset"],
     ".baseline": ["ImageFolderDataset"],
     ".samplers": ["ShardAwareSampler"],
     ".readahead": ["ReadAheadSampler"],

@@ -26,7 +26,7 @@ from packer.read.transforms import BatchTransform
 from packer.store.cache.node import NodeCache
 from packer.store.urls import is_url
 
-__all__ = ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset", "open_dataset"]
+__all__ = ["HDF5ImageDataset", "LMDBImageDataset", "PackedImageDataset"]
 
 
 class _ListView(Sequence[Any]):
@@ -109,6 +109,8 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
     """
 
     backend: ClassVar[str | None] = None
+    #: Whether this class reads samples with fields (a dict each); the ImageFolder classes do not.
+    reads_fields: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -126,7 +128,7 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         self.transform = transform
         self.target_transform = target_transform
         self.decode = decode
-        self._open_shards(_shard_set(root, storage_options=storage_options, cache_dir=cache_dir,
+        self._open_shards(shard_set_of(root, storage_options=storage_options, cache_dir=cache_dir,
                                      cache_limit=cache_limit, mode=mode, version=version))
 
     @classmethod
@@ -145,9 +147,13 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         self.root = shards.root
         manifest = shards.manifest
         if self.backend is not None and manifest.backend != self.backend:
-            right = _CLASSES.get(manifest.backend, PackedImageDataset).__name__
+            right = DATASET_CLASSES.get(manifest.backend, PackedImageDataset).__name__
             raise DatasetError(f"{self.root!r} holds {manifest.backend} shards, not {self.backend}: "
                                f"use {right} or packer.open_dataset().")
+        if not self.reads_fields and not manifest.schema.is_imagefolder():
+            raise DatasetError(f"{self.root!r} holds samples with the fields "
+                               f"{', '.join(manifest.schema.names())}, not an image and a class: open it "
+                               "with packer.open_dataset(), which returns a dict per sample.")
         self._shards = shards
         self._codec: Codec = get_codec(manifest.codec, manifest.codec_params)
         self._index = shards.index
@@ -259,7 +265,7 @@ class HDF5ImageDataset(PackedImageDataset):
     backend = "hdf5"
 
 
-def _shard_set(root: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None,
+def shard_set_of(root: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None,
                  cache_dir: str | os.PathLike[str] | None, cache_limit: int | str | None,
                  mode: str, version: int | None) -> ShardSet:
     """The dataset's shard set; a URL's through the node cache that the arguments describe."""
@@ -267,29 +273,5 @@ def _shard_set(root: str | os.PathLike[str], *, storage_options: Mapping[str, An
     return ShardSet(root, version, storage_options=storage_options, cache=cache, mode=mode)
 
 
-_CLASSES: dict[str, type[PackedImageDataset]] = {"lmdb": LMDBImageDataset, "hdf5": HDF5ImageDataset}
-
-
-def open_dataset(
-    path: str | os.PathLike[str],
-    transform: Callable[[Any], Any] | None = None,
-    target_transform: Callable[[int], Any] | None = None,
-    *,
-    decode: bool = True,
-    storage_options: Mapping[str, Any] | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    cache_limit: int | str | None = None,
-    mode: str = "auto",
-    version: int | None = None,
-) -> PackedImageDataset:
-    """Open a packed dataset, at a path or a URL, with the class for its backend (the
-    arguments are :class:`PackedImageDataset`'s).
-
-    Raises:
-        NotADatasetError, IncompleteDatasetError, ManifestError, ShardError, StoreError: as the
-            classes do.
-    """
-    shards = _shard_set(path, storage_options=storage_options, cache_dir=cache_dir,
-                          cache_limit=cache_limit, mode=mode, version=version)  # loaded once
-    cls = _CLASSES.get(shards.manifest.backend, PackedImageDataset)
-    return cls._over(shards, transform, target_transform, decode=decode)
+DATASET_CLASSES: dict[str, type[PackedImageDataset]] = {
+    "lmdb": LMDBImageDataset, "hdf5": HDF5ImageDataset}

@@ -9,6 +9,11 @@ Parquet row's size and a digest of its bytes) and a locator that only its reader
 An :class:`ItemReader` reads one item's bytes; it pickles small (a path and a few numbers) and
 opens files lazily in the process that reads, so shard tasks carry it to any worker or machine.
 Planning, change detection and the engines see only items, identities and readers.
+
+A source whose samples hold more than an image and a class (boxes, masks, captions) says so in
+its index's ``schema`` (the fields, in the JSON form of
+:class:`packer.format.fields.schema.Schema`: this layer knows no field types) and its reader's
+:meth:`ItemReader.values` gives each item's values; an ImageFolder-like source leaves both alone.
 """
 
 from __future__ import annotations
@@ -81,6 +86,9 @@ class SourceIndex:
     include_hidden: bool = False
     metadata: tuple[str, ...] = ()
     metadata_columns: tuple[str, ...] = ()
+    #: The fields of every sample (``[{"name", "type", "params"}, ...]``), or empty for
+    #: ImageFolder's ``{image, label}``. An ``image`` field's codec is the conversion's to choose.
+    schema: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         """Every class becomes a folder (export) and every path a key: each kind of source
@@ -118,6 +126,17 @@ class ItemReader(ABC):
     @abstractmethod
     def where(self, relpath: str) -> str:
         """Where the item ``relpath`` lies, for messages (a path, ``archive.tar:cat/1.jpg``)."""
+
+    def values(self, item: SourceItem, data: bytes, metadata: str) -> dict[str, Any]:
+        """The values of the item's in-record fields (its index's ``schema``), given the bytes
+        :meth:`read` returned and the item's ``metadata`` (``""`` when the index has none).
+        The class label is the item's own. Default: ``{"image": data}``, ImageFolder's sample.
+
+        Raises:
+            UnpackableFile: a value cannot be had (a mask file missing); the sample is skipped.
+            SourceError: as :meth:`read`.
+        """
+        return {"image": data}
 
     def known_skip(self, item: SourceItem) -> str | None:
         """The skip reason the scan already knows for ``item`` (a WebDataset sample or table

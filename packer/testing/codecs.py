@@ -133,7 +133,7 @@ class CodecContract:
                        codec_options=self.user_options() or None, shard_size="2kB", workers=2).manifest
 
     def test_every_backend_stores_it_and_it_exports(self, tmp_path: Path) -> None:
-        from packer.read.datasets import open_dataset  # torch: only when a test reads
+        from packer.read.opening import open_dataset  # torch: only when a test reads
 
         tree = image_tree(tmp_path / "src", count=9)
         stored = [self.encode(tree.read(relpath)) for relpath, _ in tree.samples]

@@ -40,7 +40,7 @@ SHARD_SIZE = "1500"
 
 def _contents(dst: Path) -> Counter[tuple[int, int]]:
     """What the current version of ``dst`` holds: a multiset of (payload digest, label)."""
-    from packer.read.datasets import open_dataset  # torch: only when a test reads
+    from packer.read.opening import open_dataset  # torch: only when a test reads
 
     dataset = open_dataset(dst, decode=False)
     return Counter((digest64(dataset[i][0]), int(dataset[i][1])) for i in range(len(dataset)))
@@ -59,7 +59,7 @@ class DatasetContract:
 
     def test_a_conversion_reads_back_as_its_source_and_verify_finds_a_flipped_byte(
             self, tmp_path: Path) -> None:
-        from packer.read.datasets import open_dataset
+        from packer.read.opening import open_dataset
 
         tree = image_tree(tmp_path / "src")
         dst = tmp_path / "dst"

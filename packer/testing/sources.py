@@ -56,7 +56,7 @@ def _reference(factory: pytest.TempPathFactory, backend: str) -> tuple[ImageTree
     """The tree every source contract writes, and its own conversion: made once per session."""
     key = f"{factory.getbasetemp()}:{backend}"
     if key not in _REFERENCES:
-        from packer.read.datasets import open_dataset  # torch: only when a test reads
+        from packer.read.opening import open_dataset  # torch: only when a test reads
 
         work = factory.mktemp("source-contract")
         tree = image_tree(work / "tree", count=18, nested=True)
@@ -157,7 +157,7 @@ class SourceContract:
 
     def test_converts_to_the_tree_s_dataset(self, written: Written,
                                             tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
-        from packer.read.datasets import open_dataset
+        from packer.read.opening import open_dataset
 
         tree, location, options = written
         _, expected, payloads = _reference(tmp_path_factory, self.backend)
@@ -183,8 +183,8 @@ class SourceContract:
                                                     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
         from packer.conversion.engines import local as local_engine
-        from packer.read.datasets import open_dataset  # torch: only when a test reads
         from packer.read.loader import make_loader
+        from packer.read.opening import open_dataset  # torch: only when a test reads
 
         tree, location, options = written
         _, _, payloads = _reference(tmp_path_factory, self.backend)

@@ -33,8 +33,9 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from packer.read.baseline import ImageFolderDataset
-from packer.read.datasets import PackedImageDataset, open_dataset
+from packer.read.datasets import PackedImageDataset
 from packer.read.loader import available_cpus
+from packer.read.opening import open_dataset
 from packer.read.transforms import IMAGENET_MEAN, IMAGENET_STD, Normalize, RandomResizedCropFlip
 from packer.read.transforms import random_resized_crop_params as crop_params
 

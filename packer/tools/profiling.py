@@ -35,8 +35,8 @@ from torch.utils.data import DataLoader, Dataset
 from packer.cpus import available_cpus
 from packer.read.batching import batch_samples, new_batch_tensor
 from packer.read.crop_resize import decode_for, resample
-from packer.read.datasets import open_dataset
 from packer.read.decoding import open_picture
+from packer.read.opening import open_dataset
 from packer.read.transforms import RandomResizedCropFlip
 from packer.tools.bench import BatchNormalizer, StandardTrainTransform, bench
 

@@ -26,7 +26,7 @@ from packer.conversion.run import ConversionResult, convert
 from packer.errors import OutputError
 from packer.format.backends import backend_names
 from packer.read.baseline import ImageFolderDataset
-from packer.read.datasets import open_dataset
+from packer.read.opening import open_dataset
 from packer.tools.bench import bench
 from packer.tools.demo.tree import BROKEN_FILES, make_demo_tree
 

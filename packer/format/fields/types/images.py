@@ -89,9 +89,14 @@ class ImageType(FieldType):
                 "max_pixels": positive_int(params, "max_pixels", DEFAULT_MAX_PIXELS)}
 
     def encode(self, value: Any, params: Mapping[str, Any], *, context: Mapping[str, Any]) -> bytes:
+        """An image file's bytes go to the codec as they are; a PIL image or an ``[H, W]`` /
+        ``[H, W, 3|4]`` ``uint8`` array is first saved as PNG (lossless), which the codec then
+        keeps (``original``) or re-encodes."""
+        if isinstance(value, Image.Image | np.ndarray):
+            value = _png_of(value)
         if not isinstance(value, bytes | bytearray | memoryview):
-            raise FieldValueError(INVALID_VALUE, f"an image field takes an image file's bytes, not "
-                                                 f"{type(value).__name__}")
+            raise FieldValueError(INVALID_VALUE, f"an image field takes an image file's bytes, a PIL "
+                                                 f"image or a uint8 array, not {type(value).__name__}")
         try:
             return self.codec(params).encode(bytes(value), check=params["check"],
                                              max_pixels=params["max_pixels"])
@@ -114,6 +119,22 @@ class ImageType(FieldType):
     def codec(self, params: Mapping[str, Any]) -> Codec:
         """The bound codec, or the one the (checked) params name."""
         return self._codec if self._codec is not None else get_codec(params["codec"], params["codec_params"])
+
+
+def _png_of(image: Image.Image | np.ndarray) -> bytes:
+    """A PIL image or a ``uint8`` array (gray ``[H, W]``, RGB or RGBA ``[H, W, C]``) as PNG bytes."""
+    if isinstance(image, np.ndarray):
+        if image.dtype != np.uint8 or not (image.ndim == 2 or (image.ndim == 3 and image.shape[2] in (3, 4))):
+            raise FieldValueError(INVALID_VALUE, f"an image array must be uint8 [H, W] or [H, W, 3|4], "
+                                                 f"not {list(image.shape)} {image.dtype}")
+        image = Image.fromarray(image)
+    buffer = io.BytesIO()
+    try:
+        image.save(buffer, "PNG", compress_level=1)
+    except (OSError, ValueError) as err:  # a mode PNG cannot hold
+        raise FieldValueError(INVALID_VALUE, f"a {image.mode} image cannot be saved as PNG ({err}): "
+                                             "convert it to RGB first") from None
+    return buffer.getvalue()
 
 
 class MaskType(FieldType):
