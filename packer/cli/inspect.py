@@ -8,6 +8,7 @@ turns packer's errors into one line and an exit code): parse, call one library f
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -104,7 +105,8 @@ def show(dst: str, index: int, out: str | None, as_json: bool) -> None:
 
     Prints its relative path, class, stored size, codec and shard, and the stored image's
     width x height, mode and format. -o writes the stored bytes: the source file for codec
-    original, a JPEG for jpeg, the raw record for pixels.
+    original, a JPEG for jpeg, the raw record for pixels. A dataset with fields: each field's
+    value in a line, and -o writes the image field's stored bytes.
     """
     from packer.cli.formatting import format_sample_info
     from packer.tools.consistency import checked_manifest
@@ -117,7 +119,8 @@ def show(dst: str, index: int, out: str | None, as_json: bool) -> None:
         raise click.BadParameter(str(err), param_hint="INDEX") from None
     say(json.dumps(info.to_dict(), indent=2) if as_json else format_sample_info(info))
     if out is not None and not as_json:
-        say(f"wrote {info.stored_bytes} bytes to {out}")
+        say(f"wrote {os.path.getsize(out)} bytes to {out}"
+            + (" (the image field's stored bytes)" if info.fields else ""))
 
 
 @click.command()

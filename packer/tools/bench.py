@@ -38,6 +38,7 @@ from packer.read.loader import available_cpus
 from packer.read.opening import open_dataset
 from packer.read.transforms import IMAGENET_MEAN, IMAGENET_STD, Normalize, RandomResizedCropFlip
 from packer.read.transforms import random_resized_crop_params as crop_params
+from packer.tools.consistency import require_images_and_classes
 
 __all__ = ["PIPELINES", "BatchNormalizer", "BenchReport", "Timing", "bench", "consume", "drop_page_cache"]
 
@@ -267,6 +268,7 @@ def bench(dst: str | os.PathLike[str], *, against: str | os.PathLike[str] | None
     if repeats < 1 or batch_size < 1 or workers < 0:
         raise ValueError("repeats and batch_size must be at least 1, workers at least 0")
     reference = open_dataset(dst)
+    require_images_and_classes(reference.manifest, reference.root, "packer bench")
     packed, collate = _packed_side(reference, pipeline)
     fraction = 1.0 if limit is None else min(1.0, limit / max(1, len(reference)))
     sides = [_Side("packed", _subset(packed, limit), workers=workers, batch_size=batch_size,

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 
-from packer.errors import ManifestError
+from packer.errors import DatasetError, ManifestError
 from packer.format.manifest import MANIFEST_NAME, Manifest
 from packer.format.sample_index import INDEX_FILES
 from packer.store import open_store
 from packer.tools.layout import path_layout
 
-__all__ = ["checked_manifest", "manifest_problems", "require_consistent", "shard_ranges_hold"]
+__all__ = ["checked_manifest", "manifest_problems", "require_consistent", "require_images_and_classes",
+           "shard_ranges_hold"]
 
 
 def shard_ranges_hold(manifest: Manifest) -> bool:
@@ -38,7 +39,7 @@ def manifest_problems(manifest: Manifest) -> list[tuple[str, str]]:
     if len(manifest.class_counts) != len(manifest.classes):
         found.append((MANIFEST_NAME, f"{len(manifest.classes)} classes but "
                       f"{len(manifest.class_counts)} class counts"))
-    elif sum(manifest.class_counts) != manifest.num_samples:
+    elif manifest.schema.label_field() is not None and sum(manifest.class_counts) != manifest.num_samples:
         found.append((MANIFEST_NAME, f"class counts add up to {sum(manifest.class_counts)}, the "
                       f"shards hold {manifest.num_samples} samples"))
     if any(count < 0 for count in manifest.class_counts):
@@ -89,3 +90,19 @@ def checked_manifest(root: str | os.PathLike[str]) -> Manifest:
     manifest = Manifest.load(store)
     require_consistent(manifest, store.describe(MANIFEST_NAME))
     return manifest
+
+
+def require_images_and_classes(manifest: Manifest, root: str, what: str) -> None:
+    """Refuse a dataset with fields in a tool that handles only ``(image, class)`` samples yet,
+    rather than treat its records as image files.
+
+    Raises:
+        DatasetError: the dataset's samples have other fields; the message names them and what
+            reads them instead.
+    """
+    schema = manifest.schema
+    if not schema.is_imagefolder():
+        fields = ", ".join(f"{f.name} ({f.type})" for f in schema)
+        raise DatasetError(f"{what} handles datasets of images and classes; {root!r} holds samples "
+                           f"with fields ({fields}), which it does not handle yet: read them with "
+                           "packer.open_dataset(), look at them with packer show and packer preview")

@@ -76,6 +76,9 @@ class DatasetInfo:
     skipped: tuple[SkippedFile, ...]
     scan: ScanInfo
     listing: Mapping[str, Any] | None  # how a list file was read; None for other sources
+    #: A dataset with fields: its schema (``{"name", "type", "params"}`` each); () for an
+    #: ImageFolder dataset (the schema ``{image, label}``), whose JSON has no ``fields`` key.
+    fields: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def num_classes(self) -> int:
@@ -96,6 +99,7 @@ class DatasetInfo:
             "check": self.check, "num_samples": self.num_samples, "num_classes": self.num_classes,
             "classes": list(self.classes), "class_counts": dict(self.class_counts),
             "num_bytes": self.num_bytes,
+            **({"fields": [dict(f) for f in self.fields]} if self.fields else {}),
             "shards": [{"path": s.path, "first": s.first, "num_samples": s.num_samples,
                         "num_bytes": s.num_bytes, "sha256": s.sha256} for s in self.shards],
             "skipped": [{"path": s.path, "reason": s.reason, "detail": s.detail} for s in self.skipped],
@@ -141,4 +145,5 @@ def dataset_info(root: str | os.PathLike[str], *,
         classes=tuple(manifest.classes),
         class_counts=dict(zip(manifest.classes, manifest.class_counts, strict=True)),
         num_samples=manifest.num_samples, num_bytes=manifest.num_bytes, shards=tuple(manifest.shards),
-        skipped=tuple(manifest.skipped), scan=manifest.scan, listing=recorded_listing(manifest, named))
+        skipped=tuple(manifest.skipped), scan=manifest.scan, listing=recorded_listing(manifest, named),
+        fields=() if manifest.schema.is_imagefolder() else tuple(manifest.schema.to_list()))

@@ -39,6 +39,7 @@ from packer.read.decoding import open_picture
 from packer.read.opening import open_dataset
 from packer.read.transforms import RandomResizedCropFlip
 from packer.tools.bench import BatchNormalizer, StandardTrainTransform, bench
+from packer.tools.consistency import require_images_and_classes
 
 __all__ = ["STAGES", "LoadProfile", "profile_loading"]
 
@@ -160,6 +161,7 @@ def profile_loading(dst: str, *, pipeline: str = "fast", images: int = 512, batc
     if images < 1 or batch_size < 1 or workers < 0:
         raise ValueError("images and batch_size must be at least 1, workers at least 0")
     dataset = open_dataset(dst, decode=False)
+    require_images_and_classes(dataset.manifest, dataset.root, "packer bench --profile")
     count = min(images, len(dataset))
     order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(0))[:count].tolist()
     batches = [order[first:first + batch_size] for first in range(0, count, batch_size)]

@@ -4,21 +4,25 @@
 is stored (codec, bytes, shard) and what it is: width, height, mode and format of the stored
 image (for ``pixels``, from the record's header). The dataset yields it as an RGB image of
 that width and height (codecs never rotate). The stored bytes are decoded once, through the
-dataset's codec, so a sample that cannot be read is reported rather than described.
+dataset's codec, so a sample that cannot be read is reported rather than described. In a
+dataset with fields, every field is decoded and described in a line (``fields``), and the image
+is the first image field.
 :func:`save_sample` writes the stored bytes, exactly, to a file.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from packer.errors import ManifestError, ShardError
 from packer.format.codecs import get_codec
+from packer.format.fields.stored import image_payload, stored_decoder
 from packer.format.shardset import ShardSet
 from packer.source.imagecheck import decoder_failures
 from packer.store.durable import write_named_file
+from packer.tools.fields_summary import describe_fields
 
 __all__ = ["SampleInfo", "sample_bytes", "sample_info", "save_sample"]
 
@@ -40,6 +44,9 @@ class SampleInfo:
     codec: str
     backend: str
     shard: str  # the shard file holding it, relative to DST
+    #: A dataset with fields: each in-record field's name and a line describing its value
+    #: (``{"mask": "mask: 64x48 uint8, values [0, 1, 2]", ...}``); empty for an ImageFolder one.
+    fields: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (``packer show --json``)."""
@@ -66,7 +73,9 @@ def _load(dst: str | os.PathLike[str], index: int) -> tuple[SampleInfo, bytes]:
         shards.close()
     samples = shards.index
     target = int(samples.targets[position])
-    if not 0 <= target < len(manifest.classes):
+    schema = manifest.schema
+    labelled = schema.label_field() is not None
+    if labelled and not 0 <= target < len(manifest.classes):
         raise ManifestError(f"Sample {position} of {shards.root!r} has the label {target}, but the dataset "
                             f"names {len(manifest.classes)} classes: its sample index is damaged; "
                             "run verify_dataset(), then convert it again.")
@@ -77,16 +86,23 @@ def _load(dst: str | os.PathLike[str], index: int) -> tuple[SampleInfo, bytes]:
                           "damaged: run verify_dataset(deep=True).")
 
     codec = get_codec(manifest.codec, manifest.codec_params)
+    fields: dict[str, str] = {}
     with decoder_failures(damaged):
-        codec.decode(payload)
-        stored = codec.describe(payload)
+        image = payload
+        if not schema.is_imagefolder():
+            values = stored_decoder(schema).decode(payload)
+            fields = describe_fields(schema, values)
+            image = image_payload(schema, payload)
+        codec.decode(image)
+        stored = codec.describe(image)
     width, height, mode, fmt = stored.width, stored.height, stored.mode, stored.format
     shard = manifest.shards[shards.locate(position)[0]].path
     info = SampleInfo(
         index=position, num_samples=manifest.num_samples, relpath=relpath, target=target,
-        class_name=manifest.classes[target], stored_bytes=len(payload), width=width, height=height,
-        mode=mode, format=fmt, codec=manifest.codec, backend=manifest.backend, shard=shard)
-    return info, payload
+        class_name=manifest.classes[target] if labelled else "", stored_bytes=len(payload), width=width,
+        height=height, mode=mode, format=fmt, codec=manifest.codec, backend=manifest.backend, shard=shard,
+        fields=fields)
+    return info, payload if schema.is_imagefolder() else image
 
 
 def sample_info(dst: str | os.PathLike[str], index: int) -> SampleInfo:
@@ -102,7 +118,8 @@ def sample_info(dst: str | os.PathLike[str], index: int) -> SampleInfo:
 
 
 def sample_bytes(dst: str | os.PathLike[str], index: int) -> bytes:
-    """The stored bytes of sample ``index`` exactly (``ds[index]`` with ``decode=False``).
+    """The stored bytes of sample ``index`` exactly (``ds[index]`` with ``decode=False``); in a
+    dataset with fields, its (first) image field's stored bytes.
 
     Raises:
         PackerError: as :func:`sample_info` (and its IndexError).
@@ -114,7 +131,8 @@ def save_sample(dst: str | os.PathLike[str], index: int, out: str | os.PathLike[
     """Write the stored bytes of sample ``index`` to ``out`` (replaced atomically); describe it.
 
     For the ``original`` codec that is the source file; for ``jpeg`` a JPEG file; for
-    ``pixels`` the raw record (12-byte header, then RGB rows).
+    ``pixels`` the raw record (12-byte header, then RGB rows). In a dataset with fields, the
+    image field's bytes (its other fields are in the returned info's ``fields``).
 
     Raises:
         OutputError: ``out`` cannot be written.

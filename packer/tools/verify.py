@@ -29,7 +29,7 @@ import os
 import stat
 import tempfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -37,7 +37,8 @@ import numpy as np
 
 from packer.errors import ManifestError, PackerError, ShardError
 from packer.format.backends import get_backend
-from packer.format.codecs import Codec, get_codec
+from packer.format.codecs import get_codec
+from packer.format.fields.stored import stored_decoder
 from packer.format.manifest import MANIFEST_NAME, FileEntry, Manifest, ShardEntry
 from packer.format.sample_index import INDEX_FILES, SampleIndex
 from packer.keys import escaped, key_problem
@@ -124,6 +125,10 @@ def _open_index(root: str, manifest: Manifest, intact: set[str], found: Findings
     return None if wrong else index
 
 
+#: The most wrong targets of a dataset without classes listed one by one.
+_MAX_UNLABELLED = 1000
+
+
 def _check_labels(manifest: Manifest, index: SampleIndex, layout: Layout | None, found: Findings) -> None:
     """Targets in range, per-class counts as the manifest says, and paths inside the dataset's
     place: under their class folder for a tree's dataset, anywhere inside the root for a list's
@@ -131,24 +136,31 @@ def _check_labels(manifest: Manifest, index: SampleIndex, layout: Layout | None,
     ``layout`` (the manifest's record of its source is damaged) paths are not checked."""
     classes = manifest.classes
     targets = np.asarray(index.targets)
-    valid = (targets >= 0) & (targets < len(classes))
-    for i in np.flatnonzero(~valid):
-        path = index.path(int(i))
-        found.add(path, "label_error", f"sample {i} ({escaped(path)}) has target "
-                  f"{int(targets[i])}, not one of the {len(classes)} classes")
+    if manifest.schema.label_field() is None:  # a dataset with fields and no class: -1 each
+        for i in np.flatnonzero(targets != -1)[:_MAX_UNLABELLED]:
+            found.add(index.path(int(i)), "label_error", f"sample {i} has target {int(targets[i])}, "
+                      "but the dataset's samples have no class label (-1 each)")
+        valid = np.zeros(len(targets), dtype=bool)
+    else:
+        valid = (targets >= 0) & (targets < len(classes))
+        for i in np.flatnonzero(~valid):
+            path = index.path(int(i))
+            found.add(path, "label_error", f"sample {i} ({escaped(path)}) has target "
+                      f"{int(targets[i])}, not one of the {len(classes)} classes")
     counts = np.bincount(targets[valid], minlength=len(classes)).tolist()
     if counts != list(manifest.class_counts):
         found.add(manifest.sample_index["targets"].path, "label_error",
                   f"samples per class are {counts}, the manifest says {list(manifest.class_counts)}")
     if layout is None:
         return
-    for i in np.flatnonzero(valid):
-        path, cls = index.path(int(i)), classes[int(targets[i])]
+    labelled = manifest.schema.label_field() is not None
+    for i in np.flatnonzero(valid) if labelled else range(len(targets)):
+        path, cls = index.path(int(i)), classes[int(targets[i])] if labelled else None
         problem = key_problem(path)
         if problem is not None:
             found.add(path, "label_error", f"sample {i} is {path!r}, which {problem}: not a path "
                       "inside the dataset's source")
-        elif layout == "tree" and not path.startswith(cls + "/"):
+        elif layout == "tree" and cls is not None and not path.startswith(cls + "/"):
             found.add(path, "label_error", f"sample {i} is {path!r}, which is not in the folder "
                       f"of its class {cls!r}")
 
@@ -202,14 +214,14 @@ def verify_dataset(
         found.notes.append("labels and paths were not checked: the sample index is damaged or "
                            "disagrees with the shards")
 
-    codec = _decoder(manifest, found) if deep else None
+    decode = _decoder(manifest, found) if deep else None
     src = _comparable(manifest, src, index, found)
     counts = Counter[str]()
     try:
-        if codec is not None or src is not None:
+        if decode is not None or src is not None:
             with ProgressBar(total=manifest.num_samples, unit="img", desc="reading samples",
                       disable=None if progress else True, dynamic_ncols=True) as bar:
-                _read_samples(top, manifest, intact, index, codec, src, found, counts, bar)
+                _read_samples(top, manifest, intact, index, decode, src, found, counts, bar)
     finally:
         if against_source is not None:
             against_source.close()
@@ -235,10 +247,13 @@ def _intact_files(top: str, files: list[ShardEntry | FileEntry], num_bytes: int,
     return intact
 
 
-def _decoder(manifest: Manifest, found: Findings) -> Codec | None:
-    """The dataset's codec for decoding every sample; None (and a problem) when it cannot be made."""
+def _decoder(manifest: Manifest, found: Findings) -> Callable[[bytes], object] | None:
+    """What decodes one record: the dataset's codec, or for a dataset with fields every field
+    by its type (a mask, boxes, text...); None (and a problem) when it cannot be made."""
     try:
-        return get_codec(manifest.codec, manifest.codec_params)
+        if manifest.schema.is_imagefolder():
+            return get_codec(manifest.codec, manifest.codec_params).decode
+        return stored_decoder(manifest.schema).decode
     except PackerError as err:
         found.add(MANIFEST_NAME, "decode_error", f"samples cannot be decoded: {err}")
         return None
@@ -259,7 +274,8 @@ def _comparable(manifest: Manifest, src: SourceComparison | None, index: SampleI
 
 
 def _read_samples(root: str, manifest: Manifest, intact: set[str], index: SampleIndex | None,
-                  codec: Codec | None, src: SourceComparison | None, found: Findings, counts: Counter[str],
+                  decode: Callable[[bytes], object] | None, src: SourceComparison | None, found: Findings,
+                  counts: Counter[str],
                   bar: ProgressBar) -> None:
     """Read every sample of every intact shard once: decode it and/or compare it with SRC."""
     try:
@@ -291,11 +307,11 @@ def _read_samples(root: str, manifest: Manifest, intact: set[str], index: Sample
                 for j, payload in zip(local, reader.read_many(local), strict=True):
                     number = shard.first + j
                     name = index.path(number) if index is not None else f"{shard.path}#{j}"
-                    if codec is not None:
+                    if decode is not None:
                         try:
                             with decoder_failures():
-                                codec.decode(payload)
-                        except UndecodableImage as err:
+                                decode(payload)
+                        except (UndecodableImage, ValueError) as err:
                             found.add(name, "decode_error", f"sample {number} ({escaped(name)}, "
                                       f"{shard.path} record {j}) does not decode: {err}")
                         counts["checked"] += 1

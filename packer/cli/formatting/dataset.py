@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from typing import Any
@@ -59,6 +60,25 @@ def _source_kind(info: dict[str, Any]) -> str:
     return f" ({kind}" + (f"; {params}" if params else "") + ")"
 
 
+#: Field parameters ``info`` leaves out (long, or the same as the dataset's own line).
+_QUIET_PARAMS = frozenset({"classes", "codec", "codec_params", "check", "max_pixels"})
+
+
+def _field_lines(fields: list[dict[str, Any]]) -> list[str]:
+    """The schema of a dataset with fields: name, type and its telling parameters."""
+    if not fields:
+        return []
+    width = max(len(f["name"]) for f in fields)
+    lines = ["fields:"]
+    for f in fields:
+        params = f.get("params") or {}
+        shown = [f"{k}={json.dumps(v)}" for k, v in sorted(params.items()) if k not in _QUIET_PARAMS]
+        if params.get("classes"):
+            shown.append(f"{len(params['classes'])} classes")
+        lines.append(f"  {f['name']:<{width}}  {f['type']}" + (f" ({', '.join(shown)})" if shown else ""))
+    return lines
+
+
 def format_info(record: DatasetInfo) -> str:
     """Render :func:`dataset_info` for people (from its JSON form, the one ``--json`` prints)."""
     info = record.to_dict()
@@ -73,7 +93,8 @@ def format_info(record: DatasetInfo) -> str:
         f"  samples {info['num_samples']} in {info['num_classes']} classes, "
         f"{len(info['shards'])} shard(s), {format_size(info['num_bytes'])}",
         f"  skipped {len(info['skipped'])}",
-        "classes:",
+        *_field_lines(info.get("fields") or []),
+        "classes:" if not info.get("fields") or info["classes"] else "classes: none (no class label)",
     ]
     counts = info["class_counts"]
     width = max((len(name) for name in counts), default=0)
@@ -132,15 +153,22 @@ def format_verify(report: VerifyReport) -> str:
 
 def format_sample_info(info: SampleInfo) -> str:
     """A few aligned lines for people."""
-    return "\n".join([
+    labelled = info.class_name or info.target >= 0
+    lines = [
         f"sample   #{info.index} of {info.num_samples} (numbered from 0)",
         f"path     {info.relpath}",
-        f"class    {info.class_name} (target {info.target})",
+        f"class    {info.class_name} (target {info.target})" if labelled
+        else "class    none (the samples have no class label)",
         f"stored   {info.stored_bytes} bytes ({format_size(info.stored_bytes)}), codec {info.codec}, "
         f"{info.backend} shard {info.shard}",
         f"image    {info.width}x{info.height} {info.mode} {info.format}"
         + ("" if info.mode == "RGB" else " (the dataset yields it as RGB)"),
-    ])
+    ]
+    if info.fields:
+        width = max(len(name) for name in info.fields)
+        lines.append("fields:")
+        lines.extend(f"  {name:<{width}}  {text}" for name, text in info.fields.items())
+    return "\n".join(lines)
 
 def format_export(result: ExportResult) -> str:
     """Two or three lines for people: what was written, and what was not and why."""

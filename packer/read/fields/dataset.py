@@ -15,10 +15,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, ClassVar
 
 from packer.errors import DatasetError
-from packer.format.codecs import get_codec
-from packer.format.fields.encoding import SampleDecoder
 from packer.format.fields.schema import Schema
-from packer.format.fields.types.images import ImageType
+from packer.format.fields.stored import stored_decoder
 from packer.format.shardset import ShardSet
 from packer.read.datasets import PackedImageDataset
 
@@ -90,9 +88,7 @@ class FieldDataset(PackedImageDataset):
         self._raw = _raw(schema, self._decode_wanted, self.root)
         label = schema.label_field()
         self._label_name = label.name if label is not None else None
-        bound = {f.name: ImageType(get_codec(f.params["codec"], f.params["codec_params"]))
-                 for f in schema if f.type == "image"}
-        self._decoder = SampleDecoder(schema, bound=bound)
+        self._decoder = stored_decoder(schema)
         self._in_record = tuple(name for name in self.fields if name != self._label_name)
 
     def _finish(self, payload: bytes, target: int) -> Any:

@@ -21,11 +21,13 @@ import io
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
+import numpy as np
 from PIL import Image
 
 from packer.format.codecs import get_codec
+from packer.format.fields.stored import image_payload
 from packer.format.manifest import Manifest
 from packer.format.shardset import ShardSet
 from packer.store.durable import write_named_file
@@ -92,6 +94,32 @@ def _check_size(layout: Layout, rows: int) -> None:
             "(thumb=)")
 
 
+#: The one row of a dataset whose samples have no class label.
+NO_CLASS_ROW: Final = "all samples"
+
+
+def _rows_of(manifest: Manifest, targets: Any) -> tuple[tuple[str, ...], Any]:
+    """The rows' names and each sample's row: its class, or one row when there are no classes."""
+    if manifest.schema.label_field() is not None:
+        return manifest.classes, targets
+    return (NO_CLASS_ROW,), np.zeros(manifest.num_samples, dtype=np.int64)
+
+
+def _images(manifest: Manifest, records: Iterable[bytes]) -> list[bytes]:
+    """The stored image of each record (the record itself in an ImageFolder dataset; a damaged
+    record as it is, so that it gets its cell saying it does not decode)."""
+    schema = manifest.schema
+    if schema.is_imagefolder():
+        return list(records)
+    images = []
+    for record in records:
+        try:
+            images.append(image_payload(schema, record))
+        except ValueError:
+            images.append(bytes(record))
+    return images
+
+
 def make_contact_sheet(
     dst: str | os.PathLike[str],
     *,
@@ -118,9 +146,10 @@ def make_contact_sheet(
     _check_options(per_class, thumb, seed)
     shards = ShardSet(dst)
     manifest = shards.manifest
-    class_ids = select_classes(manifest.classes, classes)
     index = shards.index
-    members = class_members(index.targets, len(manifest.classes))
+    names, targets = _rows_of(manifest, index.targets)
+    class_ids = select_classes(names, classes)
+    members = class_members(targets, len(names))
     picked = pick_samples(members, class_ids, per_class=per_class, seed=seed)
     pen = Pen(max(10, thumb // 10))
     layout = Layout(thumb, max(1, max((len(p) for p in picked.values()), default=0)), pen.line_height())
@@ -128,8 +157,9 @@ def make_contact_sheet(
     painter = Painter(layout.blank(len(class_ids)), pen, layout,
                       get_codec(manifest.codec, manifest.codec_params))
     try:
-        rows = tuple(painter.row(row, class_id, manifest.classes[class_id], len(members[class_id]),
-                                 picked[class_id], shards.read_many(picked[class_id]), index)
+        rows = tuple(painter.row(row, class_id, names[class_id], len(members[class_id]),
+                                 picked[class_id], _images(manifest, shards.read_many(picked[class_id])),
+                                 index)
                      for row, class_id in enumerate(class_ids))
     finally:
         shards.close()
