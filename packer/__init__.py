@@ -75,6 +75,7 @@ if TYPE_CHECKING:
     from packer.format.manifest import Manifest
     from packer.read.baseline import ImageFolderDataset
     from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset
+    from packer.read.fields.albumentations import Albumentations
     from packer.read.fields.collate import collate_fields
     from packer.read.fields.dataset import FieldDataset
     from packer.read.loader import LoaderSettings, loader_settings, make_loader
@@ -111,6 +112,7 @@ _HOMES = {
     "packer.format.fields.base": ["FieldType"],
     "packer.format.fields.registry": ["field_type_names", "register_field_type"],
     "packer.read.fields.dataset": ["FieldDataset"],
+    "packer.read.fields.albumentations": ["Albumentations"],
     "packer.read.fields.collate": ["collate_fields"],
     "packer.conversion.options": ["ConversionOptions"],
     "packer.conversion.array_run": ["TaskResult", "convert_task"],
@@ -165,6 +167,7 @@ _HOMES = {
 }
 __all__ = [
     "AccessDeniedError",
+    "Albumentations",
     "Backend",
     "BadImageError",
     "BenchReport",
