@@ -214,6 +214,7 @@ UNREACHABLE = {
     ("store", "gs"): "needs a GCS emulator", ("store", "gcs"): "needs a GCS emulator",
     ("store", "az"): "needs Azurite", ("store", "abfs"): "needs Azurite",
     ("store", "https"): "the class of http:// (HTTPStore), tested over http://",
+    ("source", "coco"): "fields without a class label, unlike the contract's tree: test_coco_source.py",
 }
 
 

@@ -48,7 +48,8 @@ def test_info_lists_the_fields(fields_dataset: Path) -> None:
     assert info.to_dict()["fields"][1]["params"]["classes"] == ["bg", "fg"]
     out = CliRunner().invoke(cli, ["info", str(fields_dataset)])
     assert out.exit_code == 0, out.output
-    assert re.search(r"^fields:\n  image +image\n  mask +mask \(.*image=\"image\".*2 classes\)$", out.output, re.M)
+    schema_lines = r"^fields:\n  image +image\n  mask +mask \(.*image=\"image\".*2 classes\)$"
+    assert re.search(schema_lines, out.output, re.M)
     converted_info = packer.dataset_info(fields_dataset).to_dict()
     assert json.loads(json.dumps(converted_info))["fields"] == [dict(f) for f in info.fields]
 

@@ -41,8 +41,8 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
 @click.option("--source-format", type=click.Choice(SOURCES.names(sort=False)), default=None,
               help="What SRC is, where detection could guess wrong [default: detected].")
 @click.option("--root", type=click.Path(path_type=str), default=None,
-              help="SRC is a list file: the folder (or archive) its paths are relative to "
-                   "[default: the list's folder].")
+              help="SRC is a list file or a COCO file: the folder (or, for a list, archive) its "
+                   "paths are relative to [default: the file's folder].")
 @click.option("--path-column", default=None,
               help="A CSV or JSON Lines list: its image-path column [default: path, file_name, ...].")
 @click.option("--label-column", default=None,
@@ -119,8 +119,9 @@ def convert(src: str, dst: str, **given: Any) -> None:
     text lines 'relative/path label', a CSV with a header, or JSON Lines; paths relative to
     --root, a folder or an archive); a .tar, .tar.gz or .zip of a tree, or of per-class tars
     (ImageNet's train tar); WebDataset shards (a .tar, a folder, or train-{000000..000146}.tar);
-    or Parquet image tables (a .parquet file, a folder or a glob). The kind is detected and
-    printed by --dry-run; --source-format names it. Nothing is extracted.
+    Parquet image tables (a .parquet file, a folder or a glob); or a COCO instances file (.json,
+    its images under --root: boxes, box labels, crowd flags, areas, segmentations per image).
+    The kind is detected and printed by --dry-run; --source-format names it. Nothing is extracted.
     """
     from packer.cli.formatting import format_conversion, format_plan, format_task
     from packer.conversion.array_run import run_conversion_task

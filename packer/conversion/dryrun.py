@@ -23,6 +23,7 @@ from packer.conversion.job import scan_source
 from packer.conversion.options import ConversionOptions, conversion_options, option_keywords
 from packer.conversion.outcome import known_skip_counts, nothing_to_pack
 from packer.conversion.plan import planned_item_sizes, shard_name
+from packer.conversion.schemas import conversion_schema
 from packer.conversion.sharding import plan_shards
 from packer.format.manifest import estimate_manifest_bytes
 from packer.format.sample_index import estimate_index_bytes
@@ -89,6 +90,9 @@ class ConversionPlan:
     location: str = ""
     item_words: str = "images"
     not_packed: str | None = None
+    #: The fields each sample would hold (``[{"name", "type", "params"}, ...]``, as the manifest
+    #: records them), or empty for ImageFolder's ``{image, label}``.
+    schema: tuple[dict[str, Any], ...] = field(default=(), hash=False)
 
     @property
     def class_to_idx(self) -> dict[str, int]:
@@ -115,6 +119,7 @@ class ConversionPlan:
                      "notes": list(report.notes)},
             "known_skips": dict(self.known_skips),
             **({"would_stop": self.would_stop} if self.would_stop is not None else {}),
+            **({"schema": [dict(f) for f in self.schema]} if self.schema else {}),
             "shards": [{"name": s.name, "start": s.start, "stop": s.stop, "num_images": s.num_images,
                         "planned_bytes": s.planned_bytes, "estimated_bytes": s.estimated_bytes,
                         "first_path": s.first_path, "last_path": s.last_path} for s in self.shards],
@@ -159,7 +164,10 @@ def _plan_of(source: Source, index: SourceIndex, options: ConversionOptions) -> 
     sizes = [max(item.size, 0) for item in items]
     reader = source.reader()
     counts, known_skips = known_skip_counts(index, reader)
-    stops = nothing_to_pack(source, known_skips) if items and sum(counts) == 0 else None
+    # Every item known to be skipped (counting by class would miss a schema without a class label).
+    every_skipped = bool(items) and sum(known_skips.values()) == len(items)
+    stops = nothing_to_pack(source, known_skips) if every_skipped else None
+    schema = conversion_schema(index, options)
     empty = tuple(name for name, count in zip(index.classes, counts, strict=True) if count == 0)
     original = chosen_codec.keeps_source_bytes
     shards = tuple(
@@ -191,6 +199,7 @@ def _plan_of(source: Source, index: SourceIndex, options: ConversionOptions) -> 
         source_description=source.describe(), known_skips=dict(sorted(known_skips.items())),
         would_stop=stops, location=source.location, item_words=source.item_words(),
         not_packed=source.not_packed(index.report),
+        schema=tuple(schema.to_list()) if schema is not None else (),
     )
 
 

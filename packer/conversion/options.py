@@ -48,14 +48,15 @@ class ConversionOptions:
         include_hidden: Pack names starting with ``.`` too (ImageFolder does; packer does not).
         allow_empty: Accept class folders without images, as ImageFolder's ``allow_empty``.
         is_valid_file: Replaces the extension check; receives each file's full path.
-        root: A list source's root: the folder its paths are relative to (default: the list's).
+        root: A list (or COCO) source's root: the folder its paths are relative to (default:
+            the list's or the COCO file's folder).
         path_column: A CSV or JSON Lines list's image-path column (default: the first of
             ``path``, ``file_name``, ``filename``, ``file``, ``image``).
         label_column: Its label column (default: the first of ``label``, ``class``,
             ``target``, ``category``).
         classes_file: Class names of integer labels, one per line (line ``i`` names label ``i``).
         source_format: The kind of source (``tree``, ``list``, ``archive``, ``webdataset``,
-            ``parquet``; see :mod:`packer.source.registry`); None detects it.
+            ``parquet``, ``coco``; see :mod:`packer.source.registry`); None detects it.
         label_field: A WebDataset sample's label member (``cls``, ``txt``, ``json:label``).
         image_column: A Parquet table's image column (default: ``image``, ``img``, ...).
 

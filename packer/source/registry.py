@@ -5,8 +5,10 @@ order: a brace pattern or glob of ``.tar`` shards is WebDataset, of ``.parquet``
 a ``.parquet`` file, or a folder holding only ``.parquet`` files, is Parquet; a ``.tar`` whose
 members are grouped by key (``key.jpg``, ``key.cls``) is a WebDataset shard, and a folder holding
 only ``.tar`` shards a WebDataset set; any other ``.tar``, ``.tar.gz``, ``.tgz`` or ``.zip`` is an
-archive of a tree (or of per-class archives); any other file is a list file; a folder is an
-ImageFolder tree. ``format=`` (``--source-format``) names the kind where detection could guess wrong.
+archive of a tree (or of per-class archives); a ``.json`` file that starts as one JSON object
+naming ``images``, ``annotations`` or ``categories`` (its first MiB peeked at, nothing parsed) is a
+COCO instances file; any other file is a list file; a folder is an ImageFolder tree. ``format=``
+(``--source-format``) names the kind where detection could guess wrong.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ SOURCES: Registry[type[Source]] = Registry("source format", entry_points="packer
     "archive": "packer.source.archive.source:ArchiveSource",
     "webdataset": "packer.source.webdataset.source:WebDatasetSource",
     "parquet": Lazy("packer.source.parquet.source:ParquetSource", "parquet"),
+    "coco": "packer.source.coco.source:CocoSource",
 }, hint="Name one with source_format=, or leave it out to detect it.")
 
 
@@ -110,10 +113,12 @@ def detect_kind(location: str) -> str:
             return "webdataset"
         if lowered.endswith(ARCHIVE_SUFFIXES):
             return "archive"
+        if lowered.endswith(".json") and _coco_file(location):
+            return "coco"
         return "list"
     what = "is not a file or folder" if os.path.lexists(location) else "does not exist"
     raise SourceNotFoundError(f"Source {location!r} {what}: give an ImageFolder tree (root/<class>/<image>), "
-                              "a list file, an archive, WebDataset shards or Parquet files.")
+                              "a list file, an archive, WebDataset shards, Parquet files or a COCO file.")
 
 
 def _webdataset_shard(path: str) -> bool:
@@ -121,6 +126,13 @@ def _webdataset_shard(path: str) -> bool:
     if "webdataset" not in SOURCES:
         return False
     return bool(SOURCES.get("webdataset").looks_like_shard(path))  # type: ignore[attr-defined]
+
+
+def _coco_file(path: str) -> bool:
+    """Whether the ``.json`` file at ``path`` starts as a COCO instances file (a peek)."""
+    if "coco" not in SOURCES:
+        return False
+    return bool(SOURCES.get("coco").looks_like_coco(path))  # type: ignore[attr-defined]
 
 
 def open_source(location: str | os.PathLike[str], options: SourceOptions | None = None) -> Source:

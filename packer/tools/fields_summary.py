@@ -48,11 +48,15 @@ def describe_value(field: Field, value: Any) -> str:
         array = np.asarray(value).reshape(-1, 4)
         rows = "; ".join(_numbers(np.round(row, 2), 4) for row in array[:SHOWN])
         more = f"; and {len(array) - SHOWN} more" if len(array) > SHOWN else ""
+        if not len(array):
+            return "no boxes"
         return _cut(f"{len(array)} box(es), {field.params.get('format', 'xyxy')}: {rows}{more}")
     if kind in ("labels", "box_labels"):
         classes = field.params.get("classes") or ()
         indices = [int(i) for i in np.asarray(value).reshape(-1)]
         named = [classes[i] if 0 <= i < len(classes) else str(i) for i in indices[:SHOWN]]
+        if not indices:
+            return "none"
         return _cut(f"{len(indices)}: {', '.join(named)}{', ...' if len(indices) > SHOWN else ''}")
     if kind == "ndarray":
         array = np.asarray(value)

@@ -49,8 +49,12 @@ class SampleInfo:
     fields: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields (``packer show --json``)."""
-        return asdict(self)
+        """JSON-ready fields (``packer show --json``); ``fields`` only for a dataset with fields,
+        so an ImageFolder dataset's document is what it always was."""
+        data = asdict(self)
+        if not self.fields:
+            del data["fields"]
+        return data
 
 
 def _resolve(index: int, num_samples: int, root: str) -> int:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from packer.cli.formatting.listing import MAX_LISTED, append_listing
 from packer.conversion.array_run import TaskResult
@@ -78,6 +79,20 @@ def _size(num_bytes: int | None) -> str:
     return "unknown" if num_bytes is None else format_size(num_bytes)
 
 
+def _classes(count: int) -> str:
+    return f"{count} class{'' if count == 1 else 'es'}"
+
+
+def _field_words(spec: Mapping[str, Any]) -> str:
+    """One field of a plan's schema: ``boxes (boxes, xywh)``, ``box_labels (box_labels, 80 classes)``."""
+    params = spec.get("params") or {}
+    kind = spec["type"]
+    detail = (params.get("codec") if kind == "image" else params.get("format") if kind == "boxes"
+              else params.get("dtype") if kind == "ndarray"
+              else _classes(len(params["classes"])) if params.get("classes") else None)
+    return f"{spec['name']} ({kind}{f', {detail}' if detail else ''})"
+
+
 def format_plan(plan: ConversionPlan) -> str:
     """Render a :class:`ConversionPlan` for people; the last line says nothing was written."""
     estimate = ("unknown until encoded" if plan.estimated_output_bytes is None
@@ -88,8 +103,11 @@ def format_plan(plan: ConversionPlan) -> str:
          f"{len(plan.classes)} classes, {format_size(plan.source_bytes)} of source; output {estimate} "
          f"in {len(plan.shards)} shard(s) of about {format_size(plan.shard_size)}"),
         f"source: {plan.source_description} (--source-format {plan.source_kind})",
-        f"classes (index, name, {plan.item_words}):",
     ]
+    if plan.schema:
+        lines.append("fields: " + ", ".join(_field_words(spec) for spec in plan.schema))
+    if plan.classes or not plan.schema:  # a schema without a class label has no classes to list
+        lines.append(f"classes (index, name, {plan.item_words}):")
     width = min(max((len(name) for name in plan.classes), default=0), 40)
     for index, (name, count) in enumerate(zip(plan.classes, plan.class_counts, strict=True)):
         if index == MAX_LISTED and len(plan.classes) > MAX_LISTED + 1:
