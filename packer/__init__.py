@@ -78,6 +78,8 @@ if TYPE_CHECKING:
     from packer.read.fields.albumentations import Albumentations
     from packer.read.fields.collate import collate_fields
     from packer.read.fields.dataset import FieldDataset
+    from packer.read.joint.targets import BoxField
+    from packer.read.joint.transforms import JointLetterbox, JointRandomResizedCropFlip, JointScaleJitterCrop
     from packer.read.loader import LoaderSettings, loader_settings, make_loader
     from packer.read.opening import open_dataset
     from packer.read.readahead import ReadAheadSampler
@@ -113,6 +115,8 @@ _HOMES = {
     "packer.format.fields.registry": ["field_type_names", "register_field_type"],
     "packer.read.fields.dataset": ["FieldDataset"],
     "packer.read.fields.albumentations": ["Albumentations"],
+    "packer.read.joint.targets": ["BoxField"],
+    "packer.read.joint.transforms": ["JointLetterbox", "JointRandomResizedCropFlip", "JointScaleJitterCrop"],
     "packer.read.fields.collate": ["collate_fields"],
     "packer.conversion.options": ["ConversionOptions"],
     "packer.conversion.array_run": ["TaskResult", "convert_task"],
@@ -170,6 +174,7 @@ __all__ = [
     "Albumentations",
     "Backend",
     "BadImageError",
+    "BoxField",
     "BenchReport",
     "BucketNotFoundError",
     "CacheError",
@@ -199,6 +204,9 @@ __all__ = [
     "IMG_EXTENSIONS",
     "ImageFolderDataset",
     "IncompleteDatasetError",
+    "JointLetterbox",
+    "JointRandomResizedCropFlip",
+    "JointScaleJitterCrop",
     "IntegrityError",
     "ItemReader",
     "LMDBImageDataset",

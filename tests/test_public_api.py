@@ -49,7 +49,9 @@ PUBLIC = sorted([
     "codec_names", "register_codec",
     # samples with fields
     "write", "Schema", "Field", "FieldType", "field_type_names", "register_field_type", "FieldDataset",
-    "collate_fields", "Albumentations",
+    "collate_fields", "Albumentations", "JointRandomResizedCropFlip", "JointScaleJitterCrop",
+    "JointLetterbox",
+    "BoxField",
 ]) + ERRORS
 
 #: The plugin contract suites (``packer.testing``, documented on the same page).
