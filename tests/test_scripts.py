@@ -423,3 +423,14 @@ def test_check_extras_fails_naming_the_cause(tmp_path: Path) -> None:
     assert re.search(r"^FAIL  \[parquet\] ", ran.stdout, re.M), ran.stdout
     assert "ERROR: No matching distribution found for setuptools" in ran.stdout, ran.stdout
     assert "1 of 1 combinations of extras do not resolve" in ran.stderr, ran.stderr
+
+
+def test_bench_fields(tmp_path: Path) -> None:
+    pytest.importorskip("albumentations")  # the baseline; CI's step 2 installs it
+    text = run_script("bench_fields.py", "--images", "6", "--size", "64", "--repeats", "1", "--batch", "3",
+                      "--workers", "0", "--work", tmp_path / "work", cwd=tmp_path).stdout
+    assert "6 images of 640x480, output 64x64, 0 workers, batch 3" in text
+    for task in ("detection", "segmentation"):
+        line = rf"^  {task} +folder \+ albumentations +[\d.]+ +packed \+ joint +[\d.]+ +ratio [\d.]+x$"
+        assert re.search(line, text, re.M), text
+    assert "boxes within 1 px and labels): 6 of 6 samples" in text
