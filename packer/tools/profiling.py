@@ -161,7 +161,7 @@ def profile_loading(dst: str, *, pipeline: str = "fast", images: int = 512, batc
     if images < 1 or batch_size < 1 or workers < 0:
         raise ValueError("images and batch_size must be at least 1, workers at least 0")
     dataset = open_dataset(dst, decode=False)
-    require_images_and_classes(dataset.manifest, dataset.root, "packer bench --profile")
+    require_images_and_classes(dataset.manifest, dataset.root, "profile_loading()")
     count = min(images, len(dataset))
     order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(0))[:count].tolist()
     batches = [order[first:first + batch_size] for first in range(0, count, batch_size)]

@@ -141,7 +141,7 @@ def _items(parsed: CocoFile, root: str, max_bytes: int) -> tuple[list[SourceItem
 
 def _no_image_found(path: str, root: str, given: bool) -> SourceError:
     """The scan's refusal when not one image is under ``root``, with the folder to give."""
-    fix = "give root= (--root) the folder that holds the images the file names"
+    fix = "give root= the folder that holds the images the file names"
     split = _SPLIT.match(os.path.basename(path))
     candidate = os.path.join(os.path.dirname(os.path.dirname(path)), split.group(1)) if split else None
     if candidate is not None and os.path.isdir(candidate) and candidate != root:
