@@ -348,3 +348,19 @@ def test_an_image_whose_annotations_change_has_a_new_identity(coco_file: Path) -
     coco_file.write_text(json.dumps(data), encoding="utf-8")
     after = identities()
     assert [key for key in before if before[key] != after[key]] == ["b.jpg"]
+
+
+def test_update_rewrites_only_the_shard_of_an_image_whose_annotations_changed(coco_file: Path,
+                                                                               tmp_path: Path) -> None:
+    shards = len(packer.convert(coco_file, tmp_path / "ds", to="lmdb", workers=1, shard_size="2KB"
+                                ).manifest.shards)
+    assert shards > 1
+    data = json.loads(coco_file.read_text(encoding="utf-8"))
+    data["annotations"][0]["bbox"] = [2.0, 3.0, 4.0, 5.0]  # annotation 11, of image 3 (b.jpg)
+    coco_file.write_text(json.dumps(data), encoding="utf-8")
+    result = packer.update(coco_file, tmp_path / "ds", workers=1)
+    assert (result.files_changed, result.shards_written, result.shards_reused) == (1, 1, shards - 1)
+    dataset = packer.open_dataset(tmp_path / "ds", fields=("image_id", "boxes"))
+    changed = next(dataset[i] for i in range(len(dataset)) if dataset[i]["image_id"] == 3)
+    assert changed["boxes"][0].tolist() == [2.0, 3.0, 4.0, 5.0]
+    assert packer.update(coco_file, tmp_path / "ds", workers=1).up_to_date

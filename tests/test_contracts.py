@@ -215,6 +215,7 @@ UNREACHABLE = {
     ("store", "az"): "needs Azurite", ("store", "abfs"): "needs Azurite",
     ("store", "https"): "the class of http:// (HTTPStore), tested over http://",
     ("source", "coco"): "fields without a class label, unlike the contract's tree: test_coco_source.py",
+    ("source", "masks"): "fields without a class label, unlike the contract's tree: test_mask_source.py",
 }
 
 

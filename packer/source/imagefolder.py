@@ -33,6 +33,7 @@ __all__ = [
     "SourceItem",
     "find_classes",
     "scan_imagefolder",
+    "walk_folder",
 ]
 
 IMG_EXTENSIONS: Final[tuple[str, ...]] = (
@@ -69,9 +70,11 @@ def find_classes(root: str | os.PathLike[str], *, include_hidden: bool = False) 
     return classes
 
 
-def _walk_class(class_dir: str, *, include_hidden: bool, hidden: list[str],
+def walk_folder(class_dir: str, *, include_hidden: bool, hidden: list[str],
                 loops: list[str], unreadable: list[str]) -> list[tuple[str, list[str]]]:
-    """List ``(dirpath, sorted file names)`` under ``class_dir``, in ``sorted(os.walk())`` order."""
+    """List ``(dirpath, sorted file names)`` under ``class_dir``, in ``sorted(os.walk())`` order,
+    hidden names left out (and added to ``hidden``) unless ``include_hidden``, a symlink loop cut
+    (added to ``loops``), an unreadable folder added to ``unreadable``."""
     found: list[tuple[str, list[str]]] = []
     start = os.stat(class_dir)
 
@@ -163,7 +166,7 @@ def scan_imagefolder(
     empty: list[str] = []
     for label, name in enumerate(classes):
         class_items = 0
-        for dirpath, fnames in _walk_class(os.path.join(top, name), include_hidden=include_hidden,
+        for dirpath, fnames in walk_folder(os.path.join(top, name), include_hidden=include_hidden,
                                            hidden=hidden, loops=loops, unreadable=unreadable):
             for fname in fnames:
                 path = os.path.join(dirpath, fname)

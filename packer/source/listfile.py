@@ -43,6 +43,7 @@ from typing import Any, ClassVar, Final
 from packer.errors import SourceError, SourceNotFoundError, UnsafeKeyError
 from packer.keys import check_key, check_name
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem
+from packer.source.classnames import read_class_names
 from packer.source.limits import DEFAULT_MAX_BYTES
 
 __all__ = ["LABEL_COLUMNS", "LIST_FORMATS", "PATH_COLUMNS", "ListFileSource", "ListSource", "list_format",
@@ -196,16 +197,7 @@ def _classes(listfile: str, rows: list[tuple[int, str, Any, dict[str, Any]]], fm
     top = max(targets, default=-1)
     if classes_file is None:
         return tuple(str(i) for i in range(top + 1)), targets, True
-    try:
-        with open(classes_file, encoding="utf-8-sig") as handle:
-            names = tuple(line.strip() for line in handle if line.strip())
-    except OSError as err:
-        raise SourceNotFoundError(f"Cannot read the classes file {classes_file!r}: "
-                                  f"{err.strerror or err}.") from None
-    if len(set(names)) != len(names):
-        raise SourceError(f"The classes file {classes_file!r} names a class twice: one name per label.")
-    for name in names:
-        check_name(name, source=classes_file, what="class")
+    names = read_class_names(classes_file)
     if top >= len(names):
         line = next(n for (n, _, _, _), t in zip(rows, targets, strict=True) if t == top)
         raise _fail(listfile, line, f"the label {top} has no name: {classes_file!r} names "

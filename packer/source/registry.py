@@ -7,7 +7,10 @@ members are grouped by key (``key.jpg``, ``key.cls``) is a WebDataset shard, and
 only ``.tar`` shards a WebDataset set; any other ``.tar``, ``.tar.gz``, ``.tgz`` or ``.zip`` is an
 archive of a tree (or of per-class archives); a ``.json`` file that starts as one JSON object
 naming ``images``, ``annotations`` or ``categories`` (its first MiB peeked at, nothing parsed) is a
-COCO instances file; any other file is a list file; a folder is an ImageFolder tree. ``format=``
+COCO instances file; any other file is a list file; a folder laid out as Pascal VOC
+(``JPEGImages/`` + ``SegmentationClass/``) or Cityscapes (``leftImg8bit/`` + ``gtFine/``), or a
+folder inside such images' folder, is a segmentation set (``masks``); any other folder is an
+ImageFolder tree. ``format=``
 (``--source-format``) names the kind where detection could guess wrong.
 """
 
@@ -33,6 +36,7 @@ SOURCES: Registry[type[Source]] = Registry("source format", entry_points="packer
     "webdataset": "packer.source.webdataset.source:WebDatasetSource",
     "parquet": Lazy("packer.source.parquet.source:ParquetSource", "parquet"),
     "coco": "packer.source.coco.source:CocoSource",
+    "masks": "packer.source.masks.source:MaskPairsSource",
 }, hint="Name one with source_format=, or leave it out to detect it.")
 
 
@@ -100,6 +104,8 @@ def detect_kind(location: str) -> str:
                                       "(brace ranges such as train-{000000..000146}.tar, or a glob).")
         return "parquet" if lowered.endswith(".parquet") else "webdataset"
     if os.path.isdir(location):
+        if _mask_tree(location):
+            return "masks"
         if _only_files_ending(location, ".parquet"):
             return "parquet"
         if _only_files_ending(location, ".tar") and _webdataset_shard(
@@ -133,6 +139,13 @@ def _coco_file(path: str) -> bool:
     if "coco" not in SOURCES:
         return False
     return bool(SOURCES.get("coco").looks_like_coco(path))  # type: ignore[attr-defined]
+
+
+def _mask_tree(path: str) -> bool:
+    """Whether the folder at ``path`` is laid out as Pascal VOC or Cityscapes (a few stats)."""
+    if "masks" not in SOURCES:
+        return False
+    return bool(SOURCES.get("masks").looks_like_mask_tree(path))  # type: ignore[attr-defined]
 
 
 def open_source(location: str | os.PathLike[str], options: SourceOptions | None = None) -> Source:
