@@ -216,6 +216,7 @@ UNREACHABLE = {
     ("store", "https"): "the class of http:// (HTTPStore), tested over http://",
     ("source", "coco"): "fields without a class label, unlike the contract's tree: test_coco_source.py",
     ("source", "masks"): "fields without a class label, unlike the contract's tree: test_mask_source.py",
+    ("source", "yolo"): "fields without a class label, unlike the contract's tree: test_yolo_source.py",
 }
 
 

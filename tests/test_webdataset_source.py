@@ -134,7 +134,7 @@ def test_a_nested_json_label_and_a_missing_label_member_are_explained(tmp_path: 
     assert list(packer.open_dataset(tmp_path / "dst").targets) == [1, 0, 1]
     with pytest.raises(SourceError, match=r"no sample has a usable label in 'cls'.*jpg, json"):
         packer.convert(tmp_path / "n.tar", tmp_path / "nolabel", to="lmdb")
-    with pytest.raises(SourceError, match="apply to a tree, archive or masks"):
+    with pytest.raises(SourceError, match="apply to a tree, archive, masks or YOLO"):
         WebDatasetSource(str(tmp_path / "n.tar"), SourceOptions(include_hidden=True))
 
 

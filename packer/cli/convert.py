@@ -54,8 +54,8 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
 @click.option("--image-column", default=None,
               help="A Parquet table: its image column [default: image, img, ...].")
 @click.option("--classes", "classes_file", type=click.Path(dir_okay=False, path_type=str), default=None,
-              help="Integer labels, or a segmentation set's mask values: a file naming their classes, "
-                   "one per line (line i names label i).")
+              help="Integer labels, a segmentation set's mask values or a YOLO set's box classes: a "
+                   "file naming their classes, one per line (line i names label i).")
 @click.option("--to", "backend", type=click.Choice(backend_names()), required=True,
               help="Storage backend of the shards.")
 @click.option("--shard-size", type=SizeType(), default=DEFAULT_SHARD_SIZE, show_default="1GiB",
@@ -121,8 +121,9 @@ def convert(src: str, dst: str, **given: Any) -> None:
     --root, a folder or an archive); a .tar, .tar.gz or .zip of a tree, or of per-class tars
     (ImageNet's train tar); WebDataset shards (a .tar, a folder, or train-{000000..000146}.tar);
     Parquet image tables (a .parquet file, a folder or a glob); a COCO instances file (.json,
-    its images under --root: boxes, box labels, crowd flags, areas, segmentations per image); or
-    a segmentation set (Pascal VOC, Cityscapes, ADE20K: images and masks matched by stem).
+    its images under --root: boxes, box labels, crowd flags, areas, segmentations per image);
+    a segmentation set (Pascal VOC, Cityscapes, ADE20K: images and masks matched by stem); or
+    a YOLO set (images/<split> beside labels/<split>, names from data.yaml).
     The kind is detected and printed by --dry-run; --source-format names it. Nothing is extracted.
     """
     from packer.cli.formatting import format_conversion, format_plan, format_task

@@ -201,8 +201,9 @@ _OPTION_FLAGS: Mapping[str, str] = {
 
 #: Which kinds take each option, for messages.
 _OPTION_KINDS: Mapping[str, str] = {
-    "include_hidden": "tree, archive or masks", "is_valid_file": "tree", "root": "list file or Parquet",
-    "path_column": "list file", "label_column": "list file or Parquet", "classes_file": "list file or masks",
+    "include_hidden": "tree, archive, masks or YOLO", "is_valid_file": "tree",
+    "root": "list file or Parquet", "path_column": "list file", "label_column": "list file or Parquet",
+    "classes_file": "list file, masks or YOLO",
     "label_field": "WebDataset", "image_column": "Parquet",
 }
 

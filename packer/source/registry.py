@@ -9,8 +9,9 @@ archive of a tree (or of per-class archives); a ``.json`` file that starts as on
 naming ``images``, ``annotations`` or ``categories`` (its first MiB peeked at, nothing parsed) is a
 COCO instances file; any other file is a list file; a folder laid out as Pascal VOC
 (``JPEGImages/`` + ``SegmentationClass/``) or Cityscapes (``leftImg8bit/`` + ``gtFine/``), or a
-folder inside such images' folder, is a segmentation set (``masks``); any other folder is an
-ImageFolder tree. ``format=``
+folder inside such images' folder, is a segmentation set (``masks``); a folder with ``images/``
+beside ``labels/`` and a YAML file (Ultralytics' ``data.yaml``), or inside such ``images/``, is a
+YOLO set (``yolo``); any other folder is an ImageFolder tree. ``format=``
 (``--source-format``) names the kind where detection could guess wrong.
 """
 
@@ -37,6 +38,7 @@ SOURCES: Registry[type[Source]] = Registry("source format", entry_points="packer
     "parquet": Lazy("packer.source.parquet.source:ParquetSource", "parquet"),
     "coco": "packer.source.coco.source:CocoSource",
     "masks": "packer.source.masks.source:MaskPairsSource",
+    "yolo": "packer.source.yolo.source:YoloSource",
 }, hint="Name one with source_format=, or leave it out to detect it.")
 
 
@@ -106,6 +108,8 @@ def detect_kind(location: str) -> str:
     if os.path.isdir(location):
         if _mask_tree(location):
             return "masks"
+        if _yolo_set(location):
+            return "yolo"
         if _only_files_ending(location, ".parquet"):
             return "parquet"
         if _only_files_ending(location, ".tar") and _webdataset_shard(
@@ -146,6 +150,13 @@ def _mask_tree(path: str) -> bool:
     if "masks" not in SOURCES:
         return False
     return bool(SOURCES.get("masks").looks_like_mask_tree(path))  # type: ignore[attr-defined]
+
+
+def _yolo_set(path: str) -> bool:
+    """Whether the folder at ``path`` is a YOLO set (images/ beside labels/, and a YAML file)."""
+    if "yolo" not in SOURCES:
+        return False
+    return bool(SOURCES.get("yolo").looks_like_yolo(path))  # type: ignore[attr-defined]
 
 
 def open_source(location: str | os.PathLike[str], options: SourceOptions | None = None) -> Source:

@@ -33,18 +33,17 @@ changed input.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 from packer.errors import EmptySourceError, SourceError
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem, SourceOptions
 from packer.source.classnames import read_class_names
 from packer.source.imagecheck import image_dimensions
-from packer.source.imagefolder import IMG_EXTENSIONS, walk_folder
-from packer.source.masks.layouts import Pairing, find_pairing, looks_like_mask_tree
+from packer.source.masks.layouts import find_pairing, looks_like_mask_tree
+from packer.source.pairs import Pairing, Walked, images_by_stem, paired_identity, relative, stat_file, walk
 from packer.source.sourcefile import UnpackableFile, read_source
 from packer.source.statuses import (
     EMPTY,
@@ -72,62 +71,6 @@ def mask_schema(classes: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
 
 
 @dataclass
-class _Walked:
-    """What walking one folder found: file paths relative to it, in walk order, and the report's lists."""
-
-    files: list[str] = field(default_factory=list)
-    hidden: list[str] = field(default_factory=list)
-    loops: list[str] = field(default_factory=list)
-    unreadable: list[str] = field(default_factory=list)
-
-
-def _relative(path: str, folder: str) -> str:
-    return os.path.relpath(path, folder).replace(os.sep, "/")
-
-
-def _walk(folder: str, include_hidden: bool) -> _Walked:
-    walked = _Walked()
-    for dirpath, names in walk_folder(folder, include_hidden=include_hidden, hidden=walked.hidden,
-                                      loops=walked.loops, unreadable=walked.unreadable):
-        walked.files += [_relative(os.path.join(dirpath, name), folder) for name in names]
-    return walked
-
-
-def _stat(path: str, max_bytes: int) -> tuple[int, int, int]:
-    """``(status, size, mtime_ns)`` of the file at ``path`` (stat only)."""
-    try:
-        info = os.stat(path)
-    except PermissionError:
-        return PERMISSION_DENIED, -1, -1
-    except OSError:
-        return MISSING_IMAGE, -1, -1
-    if not os.path.isfile(path):
-        return NOT_REGULAR, -1, -1
-    status = EMPTY if info.st_size == 0 else TOO_LARGE if info.st_size > max_bytes else OK
-    return status, min(info.st_size, max_bytes + 1), info.st_mtime_ns
-
-
-def _identity(image_mtime: int, mask: tuple[int, int, int]) -> int:
-    """The ``mtime_ns`` slot: the image's mtime hashed with the mask's size and mtime (signed int64)."""
-    digest = hashlib.blake2b(b"%d|%d|%d" % (image_mtime, mask[1], mask[2]), digest_size=8).digest()
-    return int.from_bytes(digest, "little", signed=True)
-
-
-def _images_by_stem(pairing: Pairing, files: list[str]) -> tuple[dict[str, list[str]], int]:
-    """Each image stem (the layout's image suffix cut) to its files, and the count of other files."""
-    by_stem: dict[str, list[str]] = {}
-    other = 0
-    suffix = pairing.layout.image_suffix
-    for relpath in files:
-        stem, extension = os.path.splitext(relpath)
-        if extension.lower() not in IMG_EXTENSIONS or not stem.endswith(suffix):
-            other += 1
-            continue
-        by_stem.setdefault(stem[:len(stem) - len(suffix)], []).append(relpath)
-    return by_stem, other
-
-
-@dataclass
 class _Scan:
     items: list[SourceItem]
     metadata: list[str]
@@ -135,26 +78,23 @@ class _Scan:
     without_mask: list[str]
 
 
-def _pairs(pairing: Pairing, images: _Walked, masks: _Walked, max_bytes: int) -> _Scan:
+def _pairs(pairing: Pairing, images: Walked, masks: Walked, max_bytes: int) -> _Scan:
     """One item per mask, in walk order, with its image.
 
     Raises:
         SourceError: two images share a mask's stem.
     """
-    by_stem, other = _images_by_stem(pairing, images.files)
-    layout = pairing.layout
-
-    def under(folder: str, relpath: str) -> str:  # a key: the path under the base
-        return "/".join((folder, *pairing.sub, relpath))
+    layout, under = pairing.layout, pairing.key
+    by_stem, other = images_by_stem(layout, images.files)
     scan = _Scan([], [], other, [])
     used: set[str] = set()
     for relpath in masks.files:
-        if not relpath.endswith(layout.mask_suffix):
+        if not relpath.endswith(layout.other_suffix):
             scan.other_files += 1
             continue
-        stem = relpath[:len(relpath) - len(layout.mask_suffix)]
-        mask_key = under(layout.masks, relpath)
-        mask = _stat(os.path.join(pairing.mask_folder, *relpath.split("/")), max_bytes)
+        stem = relpath[:len(relpath) - len(layout.other_suffix)]
+        mask_key = under(layout.others, relpath)
+        mask = stat_file(os.path.join(pairing.other_folder, *relpath.split("/")), max_bytes)
         found = by_stem.get(stem, [])
         if len(found) > 1:
             raise SourceError(f"The mask {mask_key!r} has {len(found)} images in {pairing.image_folder!r} "
@@ -163,8 +103,9 @@ def _pairs(pairing: Pairing, images: _Walked, masks: _Walked, max_bytes: int) ->
             scan.items.append(SourceItem(mask_key, -1, mask[1], mask[2], (MISSING_IMAGE,)))
         else:
             used.add(stem)
-            status, size, mtime = _stat(os.path.join(pairing.image_folder, *found[0].split("/")), max_bytes)
-            identity = _identity(mtime, mask)
+            image = os.path.join(pairing.image_folder, *found[0].split("/"))
+            status, size, mtime = stat_file(image, max_bytes)
+            identity = paired_identity(mtime, mask)
             scan.items.append(SourceItem(under(layout.images, found[0]), -1, size, identity, (status,)))
         scan.metadata.append(json.dumps({"mask": mask_key}))
     scan.without_mask = [under(layout.images, paths[0]) for stem, paths in by_stem.items()
@@ -267,12 +208,12 @@ class MaskPairsSource(Source):
             return self._scanned
         classes = read_class_names(self.options.classes_file) if self.options.classes_file else ()
         include_hidden = self.options.include_hidden
-        images = _walk(self.pairing.image_folder, include_hidden)
-        masks = _walk(self.pairing.mask_folder, include_hidden)
+        images = walk(self.pairing.image_folder, include_hidden)
+        masks = walk(self.pairing.other_folder, include_hidden)
         scan = _pairs(self.pairing, images, masks, self.options.max_bytes)
         if not scan.items:  # allow_empty or not: a dataset holds at least one sample
-            raise EmptySourceError(f"Found no mask (a file ending {self.pairing.layout.mask_suffix!r}) in "
-                                   f"{self.pairing.mask_folder!r}: add the masks, or give the folder of "
+            raise EmptySourceError(f"Found no mask (a file ending {self.pairing.layout.other_suffix!r}) in "
+                                   f"{self.pairing.other_folder!r}: add the masks, or give the folder of "
                                    "a segmentation set that has them.")
         notes = []
         if scan.without_mask:
@@ -281,9 +222,9 @@ class MaskPairsSource(Source):
                          f"{', '.join(scan.without_mask[:_QUOTED])}{more}")
         base = self.pairing.base
         report = ScanReport(
-            ignored_hidden=tuple(_relative(p, base) for p in images.hidden + masks.hidden),
-            cut_symlink_loops=tuple(_relative(p, base) for p in images.loops + masks.loops),
-            unreadable_dirs=tuple(_relative(p, base) for p in images.unreadable + masks.unreadable),
+            ignored_hidden=tuple(relative(p, base) for p in images.hidden + masks.hidden),
+            cut_symlink_loops=tuple(relative(p, base) for p in images.loops + masks.loops),
+            unreadable_dirs=tuple(relative(p, base) for p in images.unreadable + masks.unreadable),
             other_files=scan.other_files, notes=tuple(notes))
         index = SourceIndex(self.pairing.base, (), tuple(scan.items), report, include_hidden,
                             metadata=tuple(scan.metadata), schema=mask_schema(classes))
@@ -318,4 +259,4 @@ class MaskPairsSource(Source):
         """``extra.masks``: the layout, both folders, and the images left out for having no mask."""
         without = self._scan()[1]
         return {"masks": {"layout": self.pairing.layout.name, "images": self.pairing.image_folder,
-                          "masks": self.pairing.mask_folder, "images_without_mask": without}}
+                          "masks": self.pairing.other_folder, "images_without_mask": without}}
