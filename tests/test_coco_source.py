@@ -364,3 +364,30 @@ def test_update_rewrites_only_the_shard_of_an_image_whose_annotations_changed(co
     changed = next(dataset[i] for i in range(len(dataset)) if dataset[i]["image_id"] == 3)
     assert changed["boxes"][0].tolist() == [2.0, 3.0, 4.0, 5.0]
     assert packer.update(coco_file, tmp_path / "ds", workers=1).up_to_date
+
+
+def test_images_without_annotations_are_dropped_on_request_and_listed(coco_file: Path,
+                                                                        tmp_path: Path) -> None:
+    """drop_unannotated: image 2 (a.jpg, no annotation) is a listed skip, recorded, and update
+    keeps the choice; without it the note says how to drop them."""
+    kept = packer.convert(coco_file, tmp_path / "kept", to="lmdb", workers=1).manifest
+    notes = " ".join(kept.extra["source"]["report"]["notes"])
+    assert "1 image(s) have no annotation: kept, with zero boxes (drop_unannotated=True" in notes
+    manifest = packer.convert(coco_file, tmp_path / "ds", to="lmdb", workers=1,
+                              drop_unannotated=True).manifest
+    assert [(s.path, s.reason) for s in manifest.skipped] == [("a.jpg", "no_annotation")]
+    assert manifest.num_samples + len(manifest.skipped) == len(IMAGES)
+    assert "skipped as no_annotation" in " ".join(manifest.extra["source"]["report"]["notes"])
+    assert manifest.extra["options"]["source"]["drop_unannotated"] is True
+    assert "drop_unannotated" not in kept.extra["options"].get("source", {})
+    dataset = packer.open_dataset(tmp_path / "ds", fields=("image_id",))
+    assert [dataset[i]["image_id"] for i in range(len(dataset))] == [1, 3, 5]
+    assert packer.update(coco_file, tmp_path / "ds", workers=1).up_to_date
+    done = CliRunner().invoke(cli, ["convert", str(coco_file), str(tmp_path / "cli"), "--to", "lmdb",
+                                    "--workers", "1", "--drop-unannotated"])
+    assert done.exit_code == 0, done.output
+    assert len(packer.open_dataset(tmp_path / "cli")) == len(IMAGES) - 1
+    tree = tmp_path / "tree" / "cat"
+    _write_image(tree / "x.png", 8, 8, 0)
+    with pytest.raises(SourceError, match=r"drop_unannotated=True apply to.*COCO"):
+        packer.convert(tree.parent, tmp_path / "t", to="lmdb", drop_unannotated=True)

@@ -53,6 +53,9 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
                    "[default: cls].")
 @click.option("--image-column", default=None,
               help="A Parquet table: its image column [default: image, img, ...].")
+@click.option("--drop-unannotated", is_flag=True, default=False,
+              help="A COCO file: skip its images without annotations (listed as no_annotation) "
+                   "[default: packed, with zero boxes].")
 @click.option("--classes", "classes_file", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Integer labels, a segmentation set's mask values or a YOLO set's box classes: a "
                    "file naming their classes, one per line (line i names label i).")
@@ -191,7 +194,7 @@ def _options(given: dict[str, Any]) -> ConversionOptions:
         allow_empty=given["allow_empty"], root=given["root"], path_column=given["path_column"],
         label_column=given["label_column"], classes_file=given["classes_file"],
         source_format=given["source_format"], label_field=given["label_field"],
-        image_column=given["image_column"])
+        image_column=given["image_column"], drop_unannotated=given["drop_unannotated"])
 
 
 def _engine_options(given: dict[str, Any]) -> dict[str, Any]:

@@ -59,6 +59,8 @@ class ConversionOptions:
             ``parquet``, ``coco``; see :mod:`packer.source.registry`); None detects it.
         label_field: A WebDataset sample's label member (``cls``, ``txt``, ``json:label``).
         image_column: A Parquet table's image column (default: ``image``, ``img``, ...).
+        drop_unannotated: A COCO file's images without an annotation are skipped as
+            ``no_annotation`` (listed, so the counts add up) instead of packed with zero boxes.
 
     Raises:
         UnknownNameError: ``to`` or ``codec`` is not registered, or the codec cannot take
@@ -84,6 +86,7 @@ class ConversionOptions:
     source_format: str | None = None
     label_field: str | None = None
     image_column: str | None = None
+    drop_unannotated: bool = False
     #: The registered backend ``to`` names.
     backend: Backend = field(init=False, repr=False, compare=False)
     #: The codec built from ``codec`` and ``codec_options``.
@@ -146,7 +149,8 @@ class ConversionOptions:
                       is_valid_file=is_valid_file, root=listed.get("root"),
                       path_column=listed.get("path_column"), label_column=listed.get("label_column"),
                       classes_file=listed.get("classes_file"), source_format=source.get("format"),
-                      label_field=source.get("label_field"), image_column=source.get("image_column"))
+                      label_field=source.get("label_field"), image_column=source.get("image_column"),
+                      drop_unannotated=bool(source.get("drop_unannotated", False)))
         # the schema is the scan's (a dataset with fields records it beside the options): the
         # next scan gives it again, and a changed one changes every shard's fingerprint
         given = {key: value for key, value in recorded.items() if key != "schema"}
@@ -176,7 +180,8 @@ class ConversionOptions:
         (whose record predates kinds: detection finds them again)."""
         if self.source_format in (None, "tree", "list"):
             return {}
-        given = {"label_field": self.label_field, "image_column": self.image_column}
+        given = {"label_field": self.label_field, "image_column": self.image_column,
+                 "drop_unannotated": self.drop_unannotated or None}  # recorded only when set
         return {"format": str(self.source_format), **{k: v for k, v in given.items() if v is not None}}
 
     @property
@@ -189,7 +194,8 @@ class ConversionOptions:
                              path_column=self.path_column, label_column=self.label_column,
                              classes_file=None if self.classes_file is None else
                              os.fspath(self.classes_file), label_field=self.label_field,
-                             image_column=self.image_column, max_bytes=int(self.max_bytes))
+                             image_column=self.image_column, max_bytes=int(self.max_bytes),
+                             drop_unannotated=self.drop_unannotated)
 
     def for_source(self, kind: str) -> ConversionOptions:
         """These options with ``source_format`` set to the kind detected (so it is recorded)."""
@@ -210,7 +216,8 @@ class ConversionOptions:
                 "include_hidden": self.include_hidden, "allow_empty": self.allow_empty,
                 "is_valid_file": self.is_valid_file, **self.list_options,
                 **{k: v for k, v in (("source_format", self.source_format), ("label_field", self.label_field),
-                                     ("image_column", self.image_column)) if v is not None}}
+                                     ("image_column", self.image_column)) if v is not None},
+                **({"drop_unannotated": True} if self.drop_unannotated else {})}
 
 
 def conversion_options(options: ConversionOptions | None, values: Mapping[str, Any]) -> ConversionOptions:

@@ -178,6 +178,7 @@ class SourceOptions:
     classes_file: str | None = None
     label_field: str | None = None
     image_column: str | None = None
+    drop_unannotated: bool = False  # a COCO file's images without annotations are skipped
     max_bytes: int = DEFAULT_MAX_BYTES  # the most bytes of one item read (packer.source.limits)
 
     def __post_init__(self) -> None:
@@ -196,7 +197,7 @@ _OPTION_FLAGS: Mapping[str, str] = {
     "include_hidden": "include_hidden=True", "allow_empty": "allow_empty=True",
     "is_valid_file": "is_valid_file=", "root": "root=", "path_column": "path_column=",
     "label_column": "label_column=", "classes_file": "classes_file=", "label_field": "label_field=",
-    "image_column": "image_column=",
+    "image_column": "image_column=", "drop_unannotated": "drop_unannotated=True",
 }
 
 #: Which kinds take each option, for messages.
@@ -204,7 +205,7 @@ _OPTION_KINDS: Mapping[str, str] = {
     "include_hidden": "tree, archive, masks or YOLO", "is_valid_file": "tree",
     "root": "list file or Parquet", "path_column": "list file", "label_column": "list file or Parquet",
     "classes_file": "list file, masks or YOLO",
-    "label_field": "WebDataset", "image_column": "Parquet",
+    "label_field": "WebDataset", "image_column": "Parquet", "drop_unannotated": "COCO",
 }
 
 #: Options every kind accepts (``allow_empty``: a kind whose scan refuses empty classes then keeps them).

@@ -51,7 +51,8 @@ def _recorded_source_options(manifest: Manifest, against: str) -> SourceOptions:
         allow_empty=True, root=listed.get("root") if same_list else None,
         path_column=listed.get("path_column"), label_column=listed.get("label_column") or
         source.get("label_column"), classes_file=listed.get("classes_file") if same_list else None,
-        label_field=source.get("label_field"), image_column=source.get("image_column"))
+        label_field=source.get("label_field"), image_column=source.get("image_column"),
+        drop_unannotated=bool(source.get("drop_unannotated", False)))
 
 
 class SourceComparison:

@@ -225,6 +225,4 @@ def parse_coco(path: str) -> CocoFile:
     if dropped and first is not None:
         notes.append(f"{dropped} annotation(s) name an image id that 'images' does not list (the first: "
                      f"annotation {first[0]!r}, image_id {first[1]!r}): dropped.")
-    if empty:
-        notes.append(f"{empty} image(s) have no annotation: kept, with zero boxes.")
     return CocoFile(path, tuple(entries), category_ids, names, kept, empty, dropped, tuple(notes))

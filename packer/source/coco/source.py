@@ -24,7 +24,8 @@ Images are in ascending id order, as torchvision's ``CocoDetection`` indexes the
 its ``file_name``, relative to the root: ``root=`` (``--root``), default the COCO file's folder.
 When none of the images is there, the scan stops and says to give ``root=`` (naming COCO's
 usual ``annotations/instances_X.json`` + ``X/`` layout's folder when it exists). An image without
-annotations is kept, with zero boxes (filter the file to leave such images out).
+annotations is kept, with zero boxes; with ``drop_unannotated=True`` (``--drop-unannotated``)
+it is skipped as ``no_annotation`` instead, listed with the other skips (nothing of it is read).
 
 Bad input: what :mod:`packer.source.coco.annotations` refuses, before anything is written; an image
 whose file is not there is skipped as ``missing`` (an empty one ``empty_file``, one over
@@ -57,6 +58,7 @@ from packer.source.sourcefile import UnpackableFile, read_source
 from packer.source.statuses import (
     EMPTY,
     MISSING,
+    NO_ANNOTATION,
     NOT_REGULAR,
     OK,
     PERMISSION_DENIED,
@@ -112,8 +114,10 @@ def _identity(mtime_ns: int, metadata: str) -> int:
     return int.from_bytes(digest.digest(), "little", signed=True)
 
 
-def _items(parsed: CocoFile, root: str, max_bytes: int) -> tuple[list[SourceItem], list[str]]:
-    """One item per image, in id order, and the unsafe file names (escaped, for a note).
+def _items(parsed: CocoFile, root: str, max_bytes: int,
+           drop_unannotated: bool = False) -> tuple[list[SourceItem], list[str]]:
+    """One item per image, in id order, and the unsafe file names (escaped, for a note); an image
+    without annotations is a ``no_annotation`` skip (not even stat'ed) under ``drop_unannotated``.
 
     Raises:
         SourceError: two images name one file.
@@ -128,8 +132,11 @@ def _items(parsed: CocoFile, root: str, max_bytes: int) -> tuple[list[SourceItem
             key, status, size, mtime = _unsafe_key(image.image_id), UNSAFE_PATH, 0, -1  # nothing to stat
         else:
             key = check_key(image.file_name, source=parsed.path, what="file_name")
-            status, size, mtime = _status(os.path.join(root, *key.split("/")), max_bytes)
-            mtime = _identity(mtime, image.metadata)
+            if drop_unannotated and not json.loads(image.metadata)["bbox"]:
+                status, size, mtime = NO_ANNOTATION, 0, _identity(-1, image.metadata)
+            else:
+                status, size, mtime = _status(os.path.join(root, *key.split("/")), max_bytes)
+                mtime = _identity(mtime, image.metadata)
         if key in seen:
             raise SourceError(f"Bad COCO file {parsed.path!r}: images {seen[key]} and {image.image_id} both "
                               f"name the file {key!r}: one entry per image file. Fix the file (nothing "
@@ -222,6 +229,7 @@ _DETAILS: Final = {
     TOO_LARGE: "the image file is larger than max_bytes",
     NOT_REGULAR: "not a regular file (a folder, FIFO, socket or device)",
     PERMISSION_DENIED: "the image file cannot be opened for reading (permission denied)",
+    NO_ANNOTATION: "the COCO file lists no annotation of this image (dropped by drop_unannotated=True)",
     UNSAFE_PATH: "the image's file_name is absolute or has a '..' segment or a control character: packer "
                  "opens no path that could lead outside the root {root!r} (the scan's notes name it)",
 }
@@ -231,7 +239,7 @@ class CocoSource(Source):
     """A COCO instances file (JSON) and the folder of its images; see the module docstring."""
 
     kind: ClassVar[str] = "coco"
-    takes: ClassVar[frozenset[str]] = frozenset({"root"})
+    takes: ClassVar[frozenset[str]] = frozenset({"root", "drop_unannotated"})
     #: For detection (:func:`packer.source.registry.detect_kind`): a peek, nothing parsed.
     looks_like_coco = staticmethod(looks_like_coco)
 
@@ -248,11 +256,17 @@ class CocoSource(Source):
     def _scan(self) -> tuple[SourceIndex, CocoFile]:
         if self._scanned is None:
             parsed = parse_coco(self.location)
-            items, unsafe = _items(parsed, self.root, self.options.max_bytes)
-            if all(item.locator[0] == MISSING for item in items if item.locator[0] != UNSAFE_PATH) \
-                    and len(unsafe) < len(items):
+            drop = self.options.drop_unannotated
+            items, unsafe = _items(parsed, self.root, self.options.max_bytes, drop)
+            looked = [item.locator[0] for item in items
+                      if item.locator[0] not in (UNSAFE_PATH, NO_ANNOTATION)]
+            if looked and all(status == MISSING for status in looked):
                 raise _no_image_found(self.location, self.root, self.options.root is not None)
             notes = list(parsed.notes)
+            if parsed.empty_images:
+                notes.append(f"{parsed.empty_images} image(s) have no annotation: " + (
+                    "skipped as no_annotation (drop_unannotated=True)." if drop
+                    else "kept, with zero boxes (drop_unannotated=True skips them)."))
             if unsafe:
                 quoted = "; ".join(unsafe[:_QUOTED]) + ("; ..." if len(unsafe) > _QUOTED else ".")
                 notes.append(f"{len(unsafe)} image(s) have an unsafe file_name, never opened (skipped as "
