@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from packer.tools.bench import BenchReport, bench
     from packer.tools.demo.run import DemoReport, run_demo
     from packer.tools.export.writer import ExportResult, export_dataset
+    from packer.tools.field_stats import field_statistics
     from packer.tools.findings import Problem, VerifyReport
     from packer.tools.info import DatasetInfo, dataset_info, dataset_versions
     from packer.tools.preview.sheet import ContactSheet, make_contact_sheet, write_contact_sheet
@@ -145,6 +146,7 @@ _HOMES = {
     "packer.store.urls": ["open_store", "register_store", "store_schemes"],
     "packer.store.cache.node": ["CacheInfo", "NodeCache"],
     "packer.tools.info": ["DatasetInfo", "dataset_info", "dataset_versions"],
+    "packer.tools.field_stats": ["field_statistics"],
     "packer.tools.verify": ["verify_dataset"],
     "packer.tools.findings": ["Problem", "VerifyReport"],
     "packer.tools.export.writer": ["ExportResult", "export_dataset"],
@@ -270,6 +272,7 @@ __all__ = [
     "dataset_versions",
     "engine_names",
     "export_dataset",
+    "field_statistics",
     "field_type_names",
     "find_classes",
     "loader_settings",

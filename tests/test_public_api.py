@@ -37,7 +37,8 @@ PUBLIC = sorted([
     "open_source", "register_source", "source_names", "Source", "SourceOptions", "SourceIndex",
     "SourceItem", "ScanReport", "ItemReader", "scan_imagefolder", "find_classes", "IMG_EXTENSIONS",
     # tools
-    "dataset_info", "DatasetInfo", "dataset_versions", "verify_dataset", "VerifyReport", "Problem",
+    "dataset_info", "DatasetInfo", "dataset_versions", "field_statistics", "verify_dataset", "VerifyReport",
+    "Problem",
     "export_dataset", "ExportResult",
     "sample_info", "SampleInfo", "sample_bytes", "save_sample", "make_contact_sheet",
     "write_contact_sheet", "ContactSheet", "bench", "BenchReport", "run_demo", "DemoReport",

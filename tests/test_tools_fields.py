@@ -121,3 +121,53 @@ def test_export_and_bench_refuse_a_dataset_with_fields(fields_dataset: Path, tmp
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
     with pytest.raises(DatasetError, match="packer bench"):
         packer.bench(fields_dataset, workers=0, repeats=1)
+
+
+def test_field_statistics_count_what_the_records_hold(fields_dataset: Path) -> None:
+    stats = packer.field_statistics(fields_dataset)
+    assert list(stats) == ["mask", "boxes", "caption", "label"]  # schema order, images left out
+    assert stats["boxes"] == {"type": "boxes", "samples": 6, "boxes": 6, "without_boxes": 2,
+                              "per_sample": {"min": 0.0, "mean": 1.0, "max": 2.0}}
+    assert stats["mask"]["samples_with_value"] == {"bg": 6, "fg": 6}
+    assert stats["caption"]["length"] == {"min": 9.0, "mean": 9.0, "max": 9.0}
+    assert stats["label"]["counts"] == {"a": 3, "b": 3}
+    spread = packer.field_statistics(fields_dataset, limit=2)  # samples 0 and 5: 0 and 2 boxes
+    assert spread["boxes"]["samples"] == 2 and spread["boxes"]["boxes"] == 2
+    assert spread["label"]["counts"] == {"a": 1, "b": 1}
+    with pytest.raises(ValueError, match="limit must be positive"):
+        packer.field_statistics(fields_dataset, limit=0)
+
+
+def test_info_prints_field_statistics_on_request(fields_dataset: Path) -> None:
+    runner = CliRunner()
+    out = runner.invoke(cli, ["info", str(fields_dataset), "--field-stats"])
+    assert out.exit_code == 0, out.output
+    assert "field statistics (6 samples read):" in out.output
+    assert re.search(r"^  boxes +boxes: 6 boxes, per sample min 0, mean 1, max 2, 2 sample\(s\) without$",
+                     out.output, re.M)
+    assert re.search(r"^  mask +mask: samples holding each value: bg 6, fg 6$", out.output, re.M)
+    assert "field statistics" not in runner.invoke(cli, ["info", str(fields_dataset)]).output
+    as_json = runner.invoke(cli, ["info", str(fields_dataset), "--field-stats", "--limit", "2", "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.output)["field_stats"]["boxes"]["samples"] == 2
+    alone = runner.invoke(cli, ["info", str(fields_dataset), "--limit", "2"])
+    assert alone.exit_code == 2 and "--limit needs --field-stats" in alone.output
+
+
+def test_field_statistics_of_an_imagefolder_dataset_are_its_label_counts(packed_once: Path) -> None:
+    manifest = packer.Manifest.load(packer.open_store(packed_once))
+    stats = packer.field_statistics(packed_once)
+    assert stats == {"label": {"type": "label", "samples": manifest.num_samples,
+                               "counts": dict(zip(manifest.classes, manifest.class_counts, strict=True))}}
+
+
+def test_field_statistics_name_the_classes_never_seen(tmp_path: Path) -> None:
+    schema = [{"name": "image", "type": "image"},
+              {"name": "mask", "type": "mask", "params": {"image": "image", "classes": ["bg", "a", "b"]}},
+              {"name": "tags", "type": "labels", "params": {"classes": ["x", "y"]}}]
+    samples = [{"image": np.zeros((4, 4, 3), np.uint8), "mask": np.full((4, 4), 2, np.uint8),
+                "tags": [1]} for _ in range(2)]
+    packer.write(tmp_path / "ds", samples, schema, to="lmdb")
+    stats = packer.field_statistics(tmp_path / "ds")
+    assert stats["mask"]["samples_with_value"] == {"bg": 0, "a": 0, "b": 2}
+    assert stats["tags"]["counts"] == {"x": 0, "y": 2}

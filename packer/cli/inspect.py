@@ -126,13 +126,25 @@ def show(dst: str, index: int, out: str | None, as_json: bool) -> None:
 @click.command()
 @click.argument("dst", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document for scripts.")
-def info(dst: str, as_json: bool) -> None:
+@click.option("--field-stats", "field_stats", is_flag=True,
+              help="Also read the records: boxes per sample, class counts, mask values, text lengths.")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="With --field-stats: read this many samples, spread evenly [default: all].")
+def info(dst: str, as_json: bool, field_stats: bool, limit: int | None) -> None:
     """Show what the packed dataset DST holds: classes, shards, skipped files."""
-    from packer.cli.formatting import format_info
+    from packer.cli.formatting import format_field_stats, format_info
+    from packer.tools.field_stats import field_statistics
     from packer.tools.info import dataset_info
 
+    if limit is not None and not field_stats:
+        raise click.UsageError("--limit needs --field-stats.")
     summary = dataset_info(dst)
-    say(json.dumps(summary.to_dict(), indent=2, sort_keys=True) if as_json else format_info(summary))
+    stats = field_statistics(dst, limit=limit) if field_stats else None
+    if as_json:
+        say(json.dumps({**summary.to_dict(), **({"field_stats": stats} if stats is not None else {})},
+                       indent=2, sort_keys=True))
+        return
+    say(format_info(summary) + ("" if stats is None else "\n" + format_field_stats(stats)))
 
 
 @click.command()

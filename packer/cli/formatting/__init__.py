@@ -5,6 +5,7 @@ from __future__ import annotations
 from packer.cli.formatting.conversion import format_conversion, format_merge, format_plan, format_task
 from packer.cli.formatting.dataset import (
     format_export,
+    format_field_stats,
     format_info,
     format_sample_info,
     format_sheet,
@@ -15,6 +16,7 @@ from packer.cli.formatting.measure import format_bench, format_demo, format_prof
 from packer.cli.formatting.versions import format_gc, format_update
 
 __all__ = ["MAX_LISTED", "append_listing", "format_bench", "format_conversion", "format_demo",
-           "format_export", "format_gc", "format_info", "format_merge", "format_plan", "format_profile",
+           "format_export", "format_field_stats", "format_gc", "format_info", "format_merge", "format_plan",
+           "format_profile",
            "format_sample_info", "format_sheet", "format_sweep", "format_task", "format_update",
            "format_verify"]

@@ -15,7 +15,8 @@ from packer.tools.preview.sheet import ContactSheet
 from packer.tools.show import SampleInfo
 from packer.tools.verify import VerifyReport
 
-__all__ = ["format_export", "format_info", "format_sample_info", "format_sheet", "format_verify"]
+__all__ = ["format_export", "format_field_stats", "format_info", "format_sample_info", "format_sheet",
+           "format_verify"]
 
 
 def _listed(lines: list[str], title: str, items: list[str]) -> None:
@@ -211,3 +212,41 @@ def _list_lines(listing: dict[str, Any] | None) -> list[str]:
                      + (f", kept {', '.join(listing['metadata_columns'])}" if listing["metadata_columns"]
                         else ""))
     return lines
+
+
+def _spread_words(spread: dict[str, float] | None) -> str:
+    if spread is None:
+        return "none"
+    return f"min {spread['min']:g}, mean {spread['mean']:g}, max {spread['max']:g}"
+
+
+def _counted(counts: dict[str, int]) -> str:
+    shown = [f"{name} {n}" for name, n in list(counts.items())[:MAX_LISTED]]
+    more = f", ... and {len(counts) - MAX_LISTED} more" if len(counts) > MAX_LISTED else ""
+    return ", ".join(shown) + more if shown else "none"
+
+
+def format_field_stats(stats: dict[str, dict[str, Any]]) -> str:
+    """Render :func:`packer.tools.field_stats.field_statistics` for people, one field a line."""
+    read = next(iter(stats.values()))["samples"] if stats else 0
+    lines = [f"field statistics ({read} samples read):"]
+    width = max((len(name) for name in stats), default=0)
+    for name, found in stats.items():
+        kind = found["type"]
+        if kind == "boxes":
+            words = (f"{found['boxes']} boxes, per sample {_spread_words(found['per_sample'])}, "
+                     f"{found['without_boxes']} sample(s) without")
+        elif "counts" in found:
+            words = "counts: " + _counted(found["counts"])
+        elif "samples_with_value" in found:
+            words = "samples holding each value: " + _counted(found["samples_with_value"])
+        elif "length" in found:
+            words = "length " + _spread_words(found["length"])
+        elif "values" in found:
+            words = _spread_words(found["values"])
+        elif "shapes" in found:
+            words = "shapes: " + _counted(found["shapes"])
+        else:
+            words = "(no statistics for this type)"
+        lines.append(f"  {name:<{width}}  {kind}: {words}")
+    return "\n".join(lines)
