@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Final, TypeVar
 
@@ -59,6 +59,9 @@ class ConversionOptions:
             ``parquet``, ``coco``; see :mod:`packer.source.registry`); None detects it.
         label_field: A WebDataset sample's label member (``cls``, ``txt``, ``json:label``).
         image_column: A Parquet table's image column (default: ``image``, ``img``, ...).
+        list_fields: A CSV or JSON Lines list's other columns as typed fields, each
+            ``"NAME:TYPE"`` (``text``, ``int``, ``float``, ``json``; see
+            :mod:`packer.source.listfields`): samples then read back as dicts.
         drop_unannotated: A COCO file's images without an annotation are skipped as
             ``no_annotation`` (listed, so the counts add up) instead of packed with zero boxes.
 
@@ -87,6 +90,7 @@ class ConversionOptions:
     label_field: str | None = None
     image_column: str | None = None
     drop_unannotated: bool = False
+    list_fields: Sequence[str] = ()  # kept as a tuple of str
     #: The registered backend ``to`` names.
     backend: Backend = field(init=False, repr=False, compare=False)
     #: The codec built from ``codec`` and ``codec_options``.
@@ -106,6 +110,10 @@ class ConversionOptions:
         except ValueError as err:
             raise ValueError(f"max_bytes: {err}") from None
         settle(self, "codec_options", dict(self.codec_options or {}))
+        if isinstance(self.list_fields, str):
+            raise TypeError(f"list_fields takes a sequence of 'NAME:TYPE' strings, not the string "
+                            f"{self.list_fields!r} (write list_fields=[{self.list_fields!r}])")
+        settle(self, "list_fields", tuple(str(spec) for spec in self.list_fields))
         for name in ("root", "classes_file"):
             value = getattr(self, name)
             if value is not None:
@@ -150,7 +158,8 @@ class ConversionOptions:
                       path_column=listed.get("path_column"), label_column=listed.get("label_column"),
                       classes_file=listed.get("classes_file"), source_format=source.get("format"),
                       label_field=source.get("label_field"), image_column=source.get("image_column"),
-                      drop_unannotated=bool(source.get("drop_unannotated", False)))
+                      drop_unannotated=bool(source.get("drop_unannotated", False)),
+                      list_fields=tuple(listed.get("fields") or ()))
         # the schema is the scan's (a dataset with fields records it beside the options): the
         # next scan gives it again, and a changed one changes every shard's fingerprint
         given = {key: value for key, value in recorded.items() if key != "schema"}
@@ -170,9 +179,15 @@ class ConversionOptions:
             **({"max_bytes": self.max_bytes} if self.max_bytes != DEFAULT_MAX_BYTES else {}),
             "include_hidden": self.include_hidden, "allow_empty": self.allow_empty,
             "filter": self.scan_filter,
-            **({"list": self.list_options} if self.list_options else {}),
+            **({"list": self._list_record} if self._list_record else {}),
             **({"source": self._source_record} if self._source_record else {}),
         }
+
+    @property
+    def _list_record(self) -> dict[str, Any]:
+        """A list source's own options, recorded (its fields only when given, so lists converted
+        before fields existed keep their records)."""
+        return {**self.list_options, **({"fields": list(self.list_fields)} if self.list_fields else {})}
 
     @property
     def _source_record(self) -> dict[str, str]:
@@ -195,7 +210,8 @@ class ConversionOptions:
                              classes_file=None if self.classes_file is None else
                              os.fspath(self.classes_file), label_field=self.label_field,
                              image_column=self.image_column, max_bytes=int(self.max_bytes),
-                             drop_unannotated=self.drop_unannotated)
+                             drop_unannotated=self.drop_unannotated,
+                             list_fields=tuple(self.list_fields))
 
     def for_source(self, kind: str) -> ConversionOptions:
         """These options with ``source_format`` set to the kind detected (so it is recorded)."""
@@ -217,7 +233,8 @@ class ConversionOptions:
                 "is_valid_file": self.is_valid_file, **self.list_options,
                 **{k: v for k, v in (("source_format", self.source_format), ("label_field", self.label_field),
                                      ("image_column", self.image_column)) if v is not None},
-                **({"drop_unannotated": True} if self.drop_unannotated else {})}
+                **({"drop_unannotated": True} if self.drop_unannotated else {}),
+                **({"list_fields": tuple(self.list_fields)} if self.list_fields else {})}
 
 
 def conversion_options(options: ConversionOptions | None, values: Mapping[str, Any]) -> ConversionOptions:

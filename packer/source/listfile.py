@@ -37,7 +37,7 @@ import os
 import posixpath
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Final
 
 from packer.errors import SourceError, SourceNotFoundError, UnsafeKeyError
@@ -45,6 +45,7 @@ from packer.keys import check_key, check_name
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem
 from packer.source.classnames import read_class_names
 from packer.source.limits import DEFAULT_MAX_BYTES
+from packer.source.listfields import ListFieldReader, list_field_schema, parse_list_fields
 
 __all__ = ["LABEL_COLUMNS", "LIST_FORMATS", "PATH_COLUMNS", "ListFileSource", "ListSource", "list_format",
            "scan_listfile"]
@@ -279,6 +280,7 @@ class ListFileSource(Source):
 
     kind: ClassVar[str] = "list"
     takes: ClassVar[frozenset[str]] = frozenset({"root", "path_column", "label_column", "classes_file",
+                                                  "list_fields",
                                                   "include_hidden"})  # include_hidden: ignored, as ever
 
     def __init__(self, location: str, options: Any) -> None:
@@ -297,9 +299,12 @@ class ListFileSource(Source):
         that is not there is ``missing``."""
         listed = self._scanned()
         if listed.archive is not None:
-            return listed.archive.reader()  # type: ignore[no-any-return]
-        from packer.source.tree import FileReader
-        return FileReader(listed.index.root, listed=True)
+            inner: ItemReader = listed.archive.reader()
+        else:
+            from packer.source.tree import FileReader
+            inner = FileReader(listed.index.root, listed=True)
+        fields = parse_list_fields(self.options.list_fields, listfile=self.location)
+        return ListFieldReader(inner, fields, listed.format == "csv") if fields else inner
 
     def _scanned(self) -> ListSource:
         if self.listed is None:
@@ -308,6 +313,13 @@ class ListFileSource(Source):
                                         label_column=options.label_column,
                                         classes_file=options.classes_file,
                                         max_bytes=options.max_bytes)
+            fields = parse_list_fields(options.list_fields, listfile=self.location)
+            if fields:
+                if self.listed.format == "text":
+                    raise SourceError(f"List file {self.location!r} is plain text: it has no columns to "
+                                      "make fields of (list_fields= needs a CSV or JSON Lines list).")
+                schema = list_field_schema(fields, self.listed.metadata_columns, self.location)
+                self.listed = replace(self.listed, index=replace(self.listed.index, schema=schema))
         return self.listed
 
     def describe(self) -> str:

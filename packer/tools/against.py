@@ -52,7 +52,8 @@ def _recorded_source_options(manifest: Manifest, against: str) -> SourceOptions:
         path_column=listed.get("path_column"), label_column=listed.get("label_column") or
         source.get("label_column"), classes_file=listed.get("classes_file") if same_list else None,
         label_field=source.get("label_field"), image_column=source.get("image_column"),
-        drop_unannotated=bool(source.get("drop_unannotated", False)))
+        drop_unannotated=bool(source.get("drop_unannotated", False)),
+        list_fields=tuple(listed.get("fields") or ()) if same_list else ())
 
 
 class SourceComparison:
