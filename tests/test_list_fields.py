@@ -1,4 +1,4 @@
-"""A list file's other columns as typed fields (``list_fields=`` / ``--field NAME:TYPE``), on
+"""A list file's other columns as typed fields (``fields=`` / ``--field NAME:TYPE``), on
 lists written by pandas as users write them (``to_csv``, ``to_json(lines=True)``)."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_columns_read_back_as_typed_fields(kind: str, tmp_path: Path) -> None:
         frame.assign(boxes=[json.loads(b) for b in frame["boxes"]]).to_json(listed, orient="records",
                                                                             lines=True, force_ascii=False)
     specs = ["caption:text", "score:float", "count:int", "boxes:json"]
-    manifest = packer.convert(listed, tmp_path / "ds", to="lmdb", workers=1, list_fields=specs).manifest
+    manifest = packer.convert(listed, tmp_path / "ds", to="lmdb", workers=1, fields=specs).manifest
     assert [f.name for f in manifest.schema] == ["image", "label", "caption", "score", "count", "boxes"]
     assert manifest.classes == ("cat", "dog") and not manifest.skipped
     dataset = packer.open_dataset(tmp_path / "ds", decode={"image": False})
@@ -65,7 +65,7 @@ def test_a_value_that_does_not_fit_skips_its_row_naming_the_column(tmp_path: Pat
     frame.loc[2, "score"] = "high"
     frame.to_csv(tmp_path / "src" / "list.csv", index=False)
     manifest = packer.convert(tmp_path / "src" / "list.csv", tmp_path / "ds", to="lmdb", workers=1,
-                              list_fields=["score:float", "count:int"]).manifest
+                              fields=["score:float", "count:int"]).manifest
     assert [(s.path, s.reason) for s in manifest.skipped] == [("img/2.png", "invalid_value")]
     assert "column 'score' (float)" in manifest.skipped[0].detail
     assert manifest.num_samples + len(manifest.skipped) == len(CAPTIONS)
@@ -76,7 +76,7 @@ def test_a_row_without_the_column_is_skipped(tmp_path: Path) -> None:
     rows = [{"path": n, "label": 0, **({"caption": "x"} if i != 1 else {})} for i, n in enumerate(names)]
     (tmp_path / "src" / "list.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     manifest = packer.convert(tmp_path / "src" / "list.jsonl", tmp_path / "ds", to="lmdb", workers=1,
-                              list_fields=["caption:text"]).manifest
+                              fields=["caption:text"]).manifest
     assert [(s.path, s.reason) for s in manifest.skipped] == [("img/1.png", "invalid_value")]
     assert "has no 'caption' column" in manifest.skipped[0].detail
 
@@ -86,21 +86,22 @@ def test_bad_field_specs_are_refused_before_anything_is_written(tmp_path: Path) 
     frame.to_csv(tmp_path / "src" / "list.csv", index=False)
     listed, dst = tmp_path / "src" / "list.csv", tmp_path / "ds"
     cases = {("nope:int",): r"has no column 'nope' \(its other columns: 'caption', 'score'",
-             ("caption",): "give NAME:TYPE", ("caption:blob",): "give NAME:TYPE",
-             ("label:int",): "taken by the list's image or label",
+             ("caption",): r"give \[NAME=\]COLUMN:TYPE", ("caption:blob",): "TYPE one of text, int",
+             ("label:int",): "taken by the source's own label",
+             ("Caption=caption:text",): "'Caption' is no field name",
              ("caption:text", "caption:json"): "given twice"}
     for specs, message in cases.items():
         with pytest.raises(SourceError, match=message):
-            packer.convert(listed, dst, to="lmdb", list_fields=list(specs))
+            packer.convert(listed, dst, to="lmdb", fields=list(specs))
         assert not dst.exists()
-    with pytest.raises(TypeError, match="list_fields=\\['caption:text'\\]"):
-        packer.convert(listed, dst, to="lmdb", list_fields="caption:text")
+    with pytest.raises(TypeError, match="fields=\\['caption:text'\\]"):
+        packer.convert(listed, dst, to="lmdb", fields="caption:text")
     text = tmp_path / "src" / "list.txt"
     text.write_text("img/0.png 0\n")
     with pytest.raises(SourceError, match="plain text: it has no columns"):
-        packer.convert(text, dst, to="lmdb", list_fields=["caption:text"])
-    with pytest.raises(SourceError, match="list_fields= apply to"):
-        packer.convert(tmp_path / "src" / "img", dst, to="lmdb", list_fields=["caption:text"])
+        packer.convert(text, dst, to="lmdb", fields=["caption:text"])
+    with pytest.raises(SourceError, match="fields= apply to"):
+        packer.convert(tmp_path / "src" / "img", dst, to="lmdb", fields=["caption:text"])
 
 
 def test_the_command_line_takes_repeated_fields(tmp_path: Path) -> None:
@@ -113,4 +114,14 @@ def test_the_command_line_takes_repeated_fields(tmp_path: Path) -> None:
     done = CliRunner().invoke(cli, [*args, "--workers", "1"])
     assert done.exit_code == 0, done.output
     dataset = packer.open_dataset(tmp_path / "ds", fields=("caption", "count"))
+    assert [dataset[i]["caption"] for i in range(len(dataset))] == CAPTIONS
+
+
+def test_a_field_may_be_named_apart_from_its_column(tmp_path: Path) -> None:
+    frame = _frame(tmp_path / "src").rename(columns={"caption": "Caption Text"})
+    frame.to_csv(tmp_path / "src" / "list.csv", index=False)
+    manifest = packer.convert(tmp_path / "src" / "list.csv", tmp_path / "ds", to="lmdb", workers=1,
+                              fields=["caption=Caption Text:text"]).manifest
+    assert [f.name for f in manifest.schema] == ["image", "label", "caption"]
+    dataset = packer.open_dataset(tmp_path / "ds", fields=("caption",))
     assert [dataset[i]["caption"] for i in range(len(dataset))] == CAPTIONS

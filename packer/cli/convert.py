@@ -53,9 +53,10 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
                    "[default: cls].")
 @click.option("--image-column", default=None,
               help="A Parquet table: its image column [default: image, img, ...].")
-@click.option("--field", "list_fields", multiple=True, metavar="NAME:TYPE",
-              help="A CSV or JSON Lines list: its column NAME as a field of TYPE (text, int, float, "
-                   "json); repeat for more. Samples then read back as dicts.")
+@click.option("--field", "fields", multiple=True, metavar="[NAME=]KEY:TYPE",
+              help="A column of a CSV or JSON Lines list, or a member of WebDataset samples, as a "
+                   "field of TYPE (text, int, float, json; for members also bytes, image, mask): "
+                   "caption:text, mask=seg.png:mask. Repeat for more. Samples then read back as dicts.")
 @click.option("--drop-unannotated", is_flag=True, default=False,
               help="A COCO file: skip its images without annotations (listed as no_annotation) "
                    "[default: packed, with zero boxes].")
@@ -198,7 +199,7 @@ def _options(given: dict[str, Any]) -> ConversionOptions:
         label_column=given["label_column"], classes_file=given["classes_file"],
         source_format=given["source_format"], label_field=given["label_field"],
         image_column=given["image_column"], drop_unannotated=given["drop_unannotated"],
-        list_fields=given["list_fields"])
+        fields=given["fields"])
 
 
 def _engine_options(given: dict[str, Any]) -> dict[str, Any]:

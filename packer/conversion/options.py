@@ -59,9 +59,10 @@ class ConversionOptions:
             ``parquet``, ``coco``; see :mod:`packer.source.registry`); None detects it.
         label_field: A WebDataset sample's label member (``cls``, ``txt``, ``json:label``).
         image_column: A Parquet table's image column (default: ``image``, ``img``, ...).
-        list_fields: A CSV or JSON Lines list's other columns as typed fields, each
-            ``"NAME:TYPE"`` (``text``, ``int``, ``float``, ``json``; see
-            :mod:`packer.source.listfields`): samples then read back as dicts.
+        fields: A source's columns or members as typed fields, each ``"[NAME=]KEY:TYPE"``
+            (:mod:`packer.source.fieldspecs`): a CSV or JSON Lines list's columns
+            (``caption:text``), a WebDataset sample's members (``mask=seg.png:mask``). Samples
+            then read back as dicts.
         drop_unannotated: A COCO file's images without an annotation are skipped as
             ``no_annotation`` (listed, so the counts add up) instead of packed with zero boxes.
 
@@ -90,7 +91,7 @@ class ConversionOptions:
     label_field: str | None = None
     image_column: str | None = None
     drop_unannotated: bool = False
-    list_fields: Sequence[str] = ()  # kept as a tuple of str
+    fields: Sequence[str] = ()  # kept as a tuple of str
     #: The registered backend ``to`` names.
     backend: Backend = field(init=False, repr=False, compare=False)
     #: The codec built from ``codec`` and ``codec_options``.
@@ -110,10 +111,10 @@ class ConversionOptions:
         except ValueError as err:
             raise ValueError(f"max_bytes: {err}") from None
         settle(self, "codec_options", dict(self.codec_options or {}))
-        if isinstance(self.list_fields, str):
-            raise TypeError(f"list_fields takes a sequence of 'NAME:TYPE' strings, not the string "
-                            f"{self.list_fields!r} (write list_fields=[{self.list_fields!r}])")
-        settle(self, "list_fields", tuple(str(spec) for spec in self.list_fields))
+        if isinstance(self.fields, str):
+            raise TypeError(f"fields takes a sequence of '[NAME=]KEY:TYPE' strings, not the string "
+                            f"{self.fields!r} (write fields=[{self.fields!r}])")
+        settle(self, "fields", tuple(str(spec) for spec in self.fields))
         for name in ("root", "classes_file"):
             value = getattr(self, name)
             if value is not None:
@@ -159,7 +160,7 @@ class ConversionOptions:
                       classes_file=listed.get("classes_file"), source_format=source.get("format"),
                       label_field=source.get("label_field"), image_column=source.get("image_column"),
                       drop_unannotated=bool(source.get("drop_unannotated", False)),
-                      list_fields=tuple(listed.get("fields") or ()))
+                      fields=tuple(listed.get("fields") or source.get("fields") or ()))
         # the schema is the scan's (a dataset with fields records it beside the options): the
         # next scan gives it again, and a changed one changes every shard's fingerprint
         given = {key: value for key, value in recorded.items() if key != "schema"}
@@ -187,16 +188,19 @@ class ConversionOptions:
     def _list_record(self) -> dict[str, Any]:
         """A list source's own options, recorded (its fields only when given, so lists converted
         before fields existed keep their records)."""
-        return {**self.list_options, **({"fields": list(self.list_fields)} if self.list_fields else {})}
+        if self.source_format not in (None, "tree", "list"):
+            return self.list_options
+        return {**self.list_options, **({"fields": list(self.fields)} if self.fields else {})}
 
     @property
-    def _source_record(self) -> dict[str, str]:
+    def _source_record(self) -> dict[str, Any]:
         """The kind of source and its own options, recorded for kinds other than trees and lists
         (whose record predates kinds: detection finds them again)."""
         if self.source_format in (None, "tree", "list"):
             return {}
         given = {"label_field": self.label_field, "image_column": self.image_column,
-                 "drop_unannotated": self.drop_unannotated or None}  # recorded only when set
+                 "drop_unannotated": self.drop_unannotated or None,  # recorded only when set
+                 "fields": list(self.fields) or None}
         return {"format": str(self.source_format), **{k: v for k, v in given.items() if v is not None}}
 
     @property
@@ -211,7 +215,7 @@ class ConversionOptions:
                              os.fspath(self.classes_file), label_field=self.label_field,
                              image_column=self.image_column, max_bytes=int(self.max_bytes),
                              drop_unannotated=self.drop_unannotated,
-                             list_fields=tuple(self.list_fields))
+                             fields=tuple(self.fields))
 
     def for_source(self, kind: str) -> ConversionOptions:
         """These options with ``source_format`` set to the kind detected (so it is recorded)."""
@@ -234,7 +238,7 @@ class ConversionOptions:
                 **{k: v for k, v in (("source_format", self.source_format), ("label_field", self.label_field),
                                      ("image_column", self.image_column)) if v is not None},
                 **({"drop_unannotated": True} if self.drop_unannotated else {}),
-                **({"list_fields": tuple(self.list_fields)} if self.list_fields else {})}
+                **({"fields": tuple(self.fields)} if self.fields else {})}
 
 
 def conversion_options(options: ConversionOptions | None, values: Mapping[str, Any]) -> ConversionOptions:

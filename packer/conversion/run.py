@@ -79,7 +79,7 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str],
             ``codec="jpeg"``, ``check``, ``max_pixels``, ``strict``, ``include_hidden``,
             ``allow_empty``, ``is_valid_file``, ``root``, ``path_column``, ``label_column``,
             ``classes_file``, ``source_format``, ``label_field``, ``image_column``,
-            ``drop_unannotated``, ``list_fields``: each one is documented on
+            ``drop_unannotated``, ``fields``: each one is documented on
             :class:`ConversionOptions`). ``to`` is required.
         overwrite: Replace an existing packer dataset or interrupted conversion at ``dst``.
         resume: Finish an interrupted conversion of the same source with the same options,

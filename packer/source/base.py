@@ -179,7 +179,7 @@ class SourceOptions:
     label_field: str | None = None
     image_column: str | None = None
     drop_unannotated: bool = False  # a COCO file's images without annotations are skipped
-    list_fields: tuple[str, ...] = ()  # a list's other columns as typed fields, "NAME:TYPE"
+    fields: tuple[str, ...] = ()  # columns or members as typed fields, "[NAME=]KEY:TYPE" (fieldspecs)
     max_bytes: int = DEFAULT_MAX_BYTES  # the most bytes of one item read (packer.source.limits)
 
     def __post_init__(self) -> None:
@@ -199,7 +199,7 @@ _OPTION_FLAGS: Mapping[str, str] = {
     "is_valid_file": "is_valid_file=", "root": "root=", "path_column": "path_column=",
     "label_column": "label_column=", "classes_file": "classes_file=", "label_field": "label_field=",
     "image_column": "image_column=", "drop_unannotated": "drop_unannotated=True",
-    "list_fields": "list_fields=",
+    "fields": "fields=",
 }
 
 #: Which kinds take each option, for messages.
@@ -208,7 +208,7 @@ _OPTION_KINDS: Mapping[str, str] = {
     "root": "list file or Parquet", "path_column": "list file", "label_column": "list file or Parquet",
     "classes_file": "list file, masks or YOLO",
     "label_field": "WebDataset", "image_column": "Parquet", "drop_unannotated": "COCO",
-    "list_fields": "CSV or JSON Lines list",
+    "fields": "CSV or JSON Lines list or WebDataset",
 }
 
 #: Options every kind accepts (``allow_empty``: a kind whose scan refuses empty classes then keeps them).

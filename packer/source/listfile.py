@@ -280,7 +280,7 @@ class ListFileSource(Source):
 
     kind: ClassVar[str] = "list"
     takes: ClassVar[frozenset[str]] = frozenset({"root", "path_column", "label_column", "classes_file",
-                                                  "list_fields",
+                                                  "fields",
                                                   "include_hidden"})  # include_hidden: ignored, as ever
 
     def __init__(self, location: str, options: Any) -> None:
@@ -303,7 +303,7 @@ class ListFileSource(Source):
         else:
             from packer.source.tree import FileReader
             inner = FileReader(listed.index.root, listed=True)
-        fields = parse_list_fields(self.options.list_fields, listfile=self.location)
+        fields = parse_list_fields(self.options.fields, listfile=self.location)
         return ListFieldReader(inner, fields, listed.format == "csv") if fields else inner
 
     def _scanned(self) -> ListSource:
@@ -313,11 +313,11 @@ class ListFileSource(Source):
                                         label_column=options.label_column,
                                         classes_file=options.classes_file,
                                         max_bytes=options.max_bytes)
-            fields = parse_list_fields(options.list_fields, listfile=self.location)
+            fields = parse_list_fields(options.fields, listfile=self.location)
             if fields:
                 if self.listed.format == "text":
                     raise SourceError(f"List file {self.location!r} is plain text: it has no columns to "
-                                      "make fields of (list_fields= needs a CSV or JSON Lines list).")
+                                      "make fields of (fields= needs a CSV or JSON Lines list).")
                 schema = list_field_schema(fields, self.listed.metadata_columns, self.location)
                 self.listed = replace(self.listed, index=replace(self.listed.index, schema=schema))
         return self.listed

@@ -39,8 +39,9 @@ SKIP_REASONS: Final[tuple[str, ...]] = (
     # kind or shape, a mask of another size than its image or with a value that is no class, a
     # box outside its image (clip off) or without area, box labels not one per box
     "invalid_value", "mask_size", "mask_value", "box_outside", "degenerate_box", "box_count",
-    # a COCO image without annotations, under drop_unannotated
-    "no_annotation",
+    # a COCO image without annotations, under drop_unannotated; a WebDataset sample without a
+    # member that fields= names
+    "no_annotation", "missing_member",
 )
 
 

@@ -16,10 +16,9 @@ from collections.abc import Mapping
 from typing import Final
 
 __all__ = ["CORRUPT", "EMPTY", "FROM_FILE", "LABEL_OUT_OF_RANGE", "LABEL_STATUSES", "MISSING",
-           "MISSING_IMAGE", "MISSING_LABEL", "NEGATIVE_LABEL", "NO_ANNOTATION", "NOT_REGULAR", "OK",
-           "OUTSIDE_ROOT",
-           "PERMISSION_DENIED", "STATUS_REASONS", "TOO_LARGE", "TRUNCATED", "UNKNOWN_LABEL_NAME",
-           "UNSAFE_PATH", "skip_reason"]
+           "MISSING_IMAGE", "MISSING_LABEL", "MISSING_MEMBER", "NEGATIVE_LABEL", "NO_ANNOTATION",
+           "NOT_REGULAR", "OK", "OUTSIDE_ROOT", "PERMISSION_DENIED", "STATUS_REASONS", "TOO_LARGE",
+           "TRUNCATED", "UNKNOWN_LABEL_NAME", "UNSAFE_PATH", "skip_reason"]
 
 OK: Final = 0
 #: The archive ends before the member's last byte.
@@ -54,6 +53,8 @@ FROM_FILE: Final = 14
 PERMISSION_DENIED: Final = 15
 #: A COCO image without annotations, dropped on request (``drop_unannotated``).
 NO_ANNOTATION: Final = 16
+#: A WebDataset sample without a member that ``fields=`` names (its mask, its caption).
+MISSING_MEMBER: Final = 17
 
 #: Each status that skips, and its skip reason (one of ``SKIP_REASONS``).
 STATUS_REASONS: Final[Mapping[int, str]] = {
@@ -62,7 +63,7 @@ STATUS_REASONS: Final[Mapping[int, str]] = {
     TOO_LARGE: "too_large", EMPTY: "empty_file", NEGATIVE_LABEL: "missing_label",
     LABEL_OUT_OF_RANGE: "missing_label", UNKNOWN_LABEL_NAME: "missing_label",
     UNSAFE_PATH: "missing_image", OUTSIDE_ROOT: "missing_image", PERMISSION_DENIED: "permission_denied",
-    NO_ANNOTATION: "no_annotation",
+    NO_ANNOTATION: "no_annotation", MISSING_MEMBER: "missing_member",
 }
 
 #: The statuses that concern the label (the image itself may be fine).

@@ -53,7 +53,7 @@ def _recorded_source_options(manifest: Manifest, against: str) -> SourceOptions:
         source.get("label_column"), classes_file=listed.get("classes_file") if same_list else None,
         label_field=source.get("label_field"), image_column=source.get("image_column"),
         drop_unannotated=bool(source.get("drop_unannotated", False)),
-        list_fields=tuple(listed.get("fields") or ()) if same_list else ())
+        fields=tuple(listed.get("fields") or ()) if same_list else tuple(source.get("fields") or ()))
 
 
 class SourceComparison:

@@ -55,6 +55,7 @@ _STATUS_DETAIL: Final = {
     "missing": "listed, but the archive has no such member",
     "missing_image": "the sample has no image member (jpg, jpeg, png, webp, ...)",
     "missing_label": "the sample has no usable label",
+    "missing_member": "the sample lacks a member that fields= makes a field of (the scan's note names it)",
 }
 
 

@@ -47,7 +47,12 @@ class Sample:
     @property
     def image(self) -> tuple[str, Member] | None:
         """The image member, with its extension: the first with an image extension."""
-        return next(((ext, m) for ext, (m, _) in self.members.items() if ext in IMAGE_EXTENSIONS), None)
+        return self.image_besides(frozenset())
+
+    def image_besides(self, claimed: frozenset[str]) -> tuple[str, Member] | None:
+        """The first member with an image extension that is not ``claimed`` (by a field)."""
+        return next(((ext, m) for ext, (m, _) in self.members.items()
+                     if ext in IMAGE_EXTENSIONS and ext not in claimed), None)
 
 
 @dataclass

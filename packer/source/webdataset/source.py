@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import tarfile
+from dataclasses import replace
 from typing import Any, ClassVar, Final
 
 from packer.errors import EmptySourceError, SourceError, SourceNotFoundError
@@ -32,6 +33,13 @@ from packer.source.archive.source import archive_format, index_archive, listing_
 from packer.source.archive.spool import remove_spool
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem
 from packer.source.registry import expand_pattern
+from packer.source.statuses import MISSING_MEMBER
+from packer.source.webdataset.fields import (
+    MemberFieldReader,
+    member_locations,
+    member_schema,
+    parse_member_fields,
+)
 from packer.source.webdataset.samples import (
     IMAGE_EXTENSIONS,
     TEXT_LIMIT,
@@ -84,11 +92,12 @@ class WebDatasetSource(Source):
     """WebDataset shards (see the module docstring)."""
 
     kind: ClassVar[str] = "webdataset"
-    takes: ClassVar[frozenset[str]] = frozenset({"label_field"})
+    takes: ClassVar[frozenset[str]] = frozenset({"label_field", "fields"})
 
     def __init__(self, location: str, options: Any) -> None:
         super().__init__(location, options)
         self.field = LabelField.parse(options.label_field or "cls")
+        self.fields = parse_member_fields(options.fields, where=location)
         self.scanned: tuple[SourceIndex, tuple[ArchivePart, ...], bool] | None = None
 
     @classmethod
@@ -141,10 +150,26 @@ class WebDatasetSource(Source):
                                    "member named <key>.<extension>.")
         notes.extend(grouping.notes())
         raw = [self.field.raw(sample) for sample in grouping.samples]
-        classes, labels, numbers = self._classes(grouping.samples, raw)
+        labelled = not self.fields or self.options.label_field is not None or any(v is not None for v in raw)
+        classes, labels, numbers = (self._classes(grouping.samples, raw) if labelled
+                                    else ((), [-1] * len(raw), True))  # -1: no class label
+        if self.fields:
+            items, texts, columns = self._field_items(grouping.samples, labels, notes)
+            schema = member_schema(self.fields, classes if labelled else None)
+        else:
+            items, texts, columns = self._metadata_items(grouping.samples, labels, notes)
+            schema = ()
+        index = SourceIndex(self.inside(), classes, tuple(items), ScanReport(notes=tuple(notes)),
+                            metadata=texts, metadata_columns=columns, schema=schema)
+        self.scanned = index, tuple(parts), numbers
+        return self.scanned
+
+    def _metadata_items(self, samples: list[Sample], labels: list[int | None], notes: list[str]
+                        ) -> tuple[list[SourceItem], tuple[str, ...], tuple[str, ...]]:
+        """The samples as items of an image and a class, their small text members as metadata."""
         items, metadata, left = [], [], 0
         used: dict[str, int] = {}
-        for sample, label in zip(grouping.samples, labels, strict=True):
+        for sample, label in zip(samples, labels, strict=True):
             image = sample.image
             kept, dropped = self.field.metadata(sample, image[0] if image else None)
             left += dropped
@@ -152,14 +177,42 @@ class WebDatasetSource(Source):
             items.append(_item(sample, label, image, used))
         if left:
             notes.append(f"{left} member(s) besides the samples' images were not kept as metadata "
-                         f"(other images, binary, or over {TEXT_LIMIT // 1024} KiB).")
+                         f"(other images, binary, or over {TEXT_LIMIT // 1024} KiB): keep them as "
+                         "fields with fields= (EXT:TYPE, e.g. seg.png:mask).")
         columns = tuple(sorted({name for kept in metadata for name in kept}))
         texts = (tuple(json.dumps(kept, sort_keys=True, ensure_ascii=False) for kept in metadata)
                  if columns else ())
-        index = SourceIndex(self.inside(), classes, tuple(items), ScanReport(notes=tuple(notes)),
-                            metadata=texts, metadata_columns=columns)
-        self.scanned = index, tuple(parts), numbers
-        return self.scanned
+        return items, texts, columns
+
+    def _field_items(self, samples: list[Sample], labels: list[int | None], notes: list[str]
+                     ) -> tuple[list[SourceItem], tuple[str, ...], tuple[str, ...]]:
+        """The samples as items with fields: each one's field members located (in its metadata,
+        which is not stored), one lacking a member skipped as ``missing_member``."""
+        claimed = frozenset(spec.key for spec in self.fields)
+        label_member = {self.field.extension} if not self.field.path else set()
+        items, texts = [], []
+        missing: dict[str, int] = {}
+        other: dict[str, int] = {}
+        used: dict[str, int] = {}
+        for sample, label in zip(samples, labels, strict=True):
+            image = sample.image_besides(claimed)
+            located, lacking = member_locations(sample.members, self.fields)
+            item = _item(sample, label, image, used)
+            if lacking and image is not None and label is not None:
+                item = replace(item, locator=(*item.locator[:2], MISSING_MEMBER))
+            for ext in lacking:
+                missing[ext] = missing.get(ext, 0) + 1
+            for ext in sample.members.keys() - claimed - label_member - {image[0] if image else ""}:
+                other[ext] = other.get(ext, 0) + 1
+            items.append(item)
+            texts.append(located)
+        if missing:
+            notes.append(f"{sum(1 for i in items if i.locator[2] == MISSING_MEMBER)} sample(s) lack a member "
+                         f"a field names ({_counts(missing)}): skipped as missing_member.")
+        if other:
+            notes.append(f"members that are no field were not kept ({_counts(other)}): keep them "
+                         "with fields= (EXT:TYPE, e.g. json:json).")
+        return items, tuple(texts), ()
 
     def _classes(self, samples: list[Sample], raw: list[int | str | None]
                  ) -> tuple[tuple[str, ...], list[int | None], bool]:
@@ -203,8 +256,9 @@ class WebDatasetSource(Source):
         return self._scanned()[0]
 
     def reader(self) -> ItemReader:
-        """Reads images by byte range from the shards."""
-        return ArchiveReader(self._scanned()[1], self.location, max_bytes=self.options.max_bytes)
+        """Reads images (and the members ``fields=`` names) by byte range from the shards."""
+        shards = ArchiveReader(self._scanned()[1], self.location, max_bytes=self.options.max_bytes)
+        return MemberFieldReader(shards, self.fields) if self.fields else shards
 
     def close(self) -> None:
         """Delete the decompressed spools this node made of ``.tar.gz`` shards (if any)."""
@@ -236,7 +290,8 @@ class WebDatasetSource(Source):
         index, parts, numbers = self._scanned()
         return {"webdataset": {"shards": len(parts), "label_field": str(self.field),
                                "labels": "numbers" if numbers else "names",
-                               "metadata_columns": list(index.metadata_columns)}}
+                               "metadata_columns": list(index.metadata_columns),
+                               **({"fields": [str(spec) for spec in self.fields]} if self.fields else {})}}
 
 
 def _item(sample: Sample, label: int | None, image: tuple[str, Any] | None,
@@ -252,6 +307,11 @@ def _item(sample: Sample, label: int | None, image: tuple[str, Any] | None,
         locator = member.locator(sample.part, MISSING_LABEL)
         return SourceItem(relpath, 0, member.size, member.mtime_ns, locator)
     return SourceItem(relpath, label, member.size, member.mtime_ns, member.locator(sample.part))
+
+
+def _counts(by_extension: dict[str, int]) -> str:
+    """``seg.png 3, txt 1``: extensions by count, most first."""
+    return ", ".join(f"{ext} {n}" for ext, n in sorted(by_extension.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _unique(key: str, suffix: str, used: dict[str, int]) -> str:

@@ -1,0 +1,104 @@
+"""A WebDataset sample's members as typed fields: ``fields=["mask=seg.png:mask", "caption=txt:text"]``.
+
+Each ``[NAME=]EXTENSION:TYPE`` (:mod:`packer.source.fieldspecs`) makes the member with that
+extension a field beside ``image`` (and ``label``, when the samples have one). The types:
+
+* ``text``, ``int``, ``float``, ``json``: the member's UTF-8 text, as a string, a number or a
+  JSON value (what ``webdataset``'s default decoders give for ``txt``, ``cls`` and ``json``);
+* ``bytes``: the member as stored;
+* ``mask``: a lossless image of class indices (a PNG, ``L`` or ``P`` mode), the size of the
+  sample's image;
+* ``image``: another image (a depth map, a second view), stored by the conversion's codec.
+
+A member named by a field is never the sample's image. Members are read by byte range when the
+sample is packed, each at most ``max_bytes``. A sample without one of them is skipped as
+``missing_member``, one whose member does not fit its type as ``invalid_value``, naming the
+member: listed, so the counts add up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final
+
+from packer.source.archive.members import Member
+from packer.source.base import SourceItem
+from packer.source.fieldspecs import VALUE_TYPES, FieldReader, FieldSpec, parse_field_specs, typed_value
+from packer.source.sourcefile import UnpackableFile
+from packer.source.statuses import OK
+
+__all__ = ["MEMBER_TYPES", "MemberFieldReader", "member_locations", "member_schema", "parse_member_fields"]
+
+#: The types a member can be given.
+MEMBER_TYPES: Final = (*VALUE_TYPES, "bytes", "mask", "image")
+
+
+def parse_member_fields(specs: Sequence[str], *, where: str) -> tuple[FieldSpec, ...]:
+    """The fields ``specs`` name, checked (extensions lower-cased, as members' are).
+
+    Raises:
+        SourceError: see :func:`packer.source.fieldspecs.parse_field_specs`.
+    """
+    lowered = [_lower_key(str(spec)) for spec in specs]
+    return parse_field_specs(lowered, types=MEMBER_TYPES, taken=("image", "label"), where=where,
+                             what="extension")
+
+
+def _lower_key(spec: str) -> str:
+    head, colon, kind = spec.rpartition(":")
+    name, equals, key = head.rpartition("=")
+    return f"{name}{equals}{key.lower()}{colon}{kind}"
+
+
+def member_schema(fields: Sequence[FieldSpec], classes: tuple[str, ...] | None) -> tuple[dict[str, Any], ...]:
+    """The schema of samples with ``fields``: ``image``, ``label`` (unless ``classes`` is None:
+    the samples have none), then each field in the order given."""
+    params = {"mask": {"image": "image"}}
+    return ({"name": "image", "type": "image", "params": {}},
+            *(({"name": "label", "type": "label", "params": {"classes": list(classes)}},)
+              if classes is not None else ()),
+            *({"name": f.name, "type": f.type, "params": params.get(f.type, {})} for f in fields))
+
+
+def member_locations(members: dict[str, tuple[Member, bytes | None]],
+                     fields: Sequence[FieldSpec]) -> tuple[str, list[str]]:
+    """A sample's field members as the item's metadata (``{"members": {ext: [offset, size,
+    status]}}``, JSON), and the extensions it lacks."""
+    found, missing = {}, []
+    for spec in fields:
+        entry = members.get(spec.key)
+        if entry is None:
+            missing.append(spec.key)
+        else:
+            found[spec.key] = [entry[0].offset, entry[0].size, entry[0].status]
+    return json.dumps({"members": found}, sort_keys=True), missing
+
+
+class MemberFieldReader(FieldReader):
+    """Reads a sample's image with the shards' reader, and its field members by byte range
+    through it."""
+
+    def values(self, item: SourceItem, data: bytes, metadata: str) -> dict[str, Any]:
+        """The image and each field's member, read and typed.
+
+        Raises:
+            UnpackableFile: a member is damaged, too large, or does not fit its type.
+        """
+        located = json.loads(metadata)["members"]
+        return {"image": data,
+                **{spec.name: self._value(item, spec, located[spec.key]) for spec in self.fields}}
+
+    def _value(self, item: SourceItem, spec: FieldSpec, location: list[int]) -> Any:
+        offset, size, status = location
+        member = SourceItem(item.relpath, 0, size, item.mtime_ns, (item.locator[0], offset, status))
+        try:
+            data = self.inner.read(member) if size or status != OK else b""
+        except UnpackableFile as err:
+            raise UnpackableFile(err.reason, f"its {spec.key!r} member: {err.detail}") from None
+        if spec.type in ("bytes", "mask", "image"):
+            return data
+        try:
+            return typed_value(spec.type, data.decode("utf-8"), textual=True)
+        except (TypeError, ValueError) as err:  # UnicodeDecodeError is a ValueError
+            raise UnpackableFile("invalid_value", f"its {spec.key!r} member ({spec.type}): {err}") from None
