@@ -208,7 +208,7 @@ _OPTION_KINDS: Mapping[str, str] = {
     "root": "list file or Parquet", "path_column": "list file", "label_column": "list file or Parquet",
     "classes_file": "list file, masks or YOLO",
     "label_field": "WebDataset", "image_column": "Parquet", "drop_unannotated": "COCO",
-    "fields": "CSV or JSON Lines list or WebDataset",
+    "fields": "CSV or JSON Lines list, WebDataset or Parquet",
 }
 
 #: Options every kind accepts (``allow_empty``: a kind whose scan refuses empty classes then keeps them).

@@ -36,7 +36,7 @@ from packer.source.statuses import (
 __all__ = ["EMPTY", "IMAGE_COLUMNS", "LABEL_CODES", "LABEL_COLUMNS", "MAX_NUMBERED_CLASSES",
            "METADATA_TEXT_LIMIT", "MISSING_IMAGE", "NEGATIVE", "NO_LABEL", "OK", "OUT_OF_RANGE",
            "TOO_LARGE", "UNKNOWN_NAME", "TableLayout", "image_suffix", "json_value", "label_targets",
-           "table_layout"]
+           "table_features", "table_layout"]
 
 #: Column names tried, in order, for the images and for the labels.
 IMAGE_COLUMNS: Final = ("image", "img", "jpg", "png", "picture")
@@ -67,13 +67,13 @@ class TableLayout:
 
     ``image_field`` is ``"bytes"`` for a struct column (then ``has_path`` says whether it has a
     ``path`` field), None for a binary column. ``label_kind`` is ``"class_label"`` (the table's
-    ClassLabel ``class_names`` give the classes), ``"numbers"`` or ``"names"``.
+    ClassLabel ``class_names`` give the classes), ``"numbers"``, ``"names"`` or ``"none"``.
     """
 
     image_column: str
     image_field: str | None
     has_path: bool
-    label_column: str
+    label_column: str | None  # None: the rows have no class (a table with fields=)
     label_kind: str
     class_names: tuple[str, ...] | None
     metadata_columns: tuple[str, ...]
@@ -99,8 +99,8 @@ class TableLayout:
         return None
 
 
-def _features(schema: pa.Schema) -> Mapping[str, Any]:
-    """The ``datasets`` features recorded in the schema metadata, or {} without any."""
+def table_features(schema: pa.Schema) -> Mapping[str, Any]:
+    """The ``datasets`` features recorded in the schema metadata (``huggingface``), or {}."""
     raw = (schema.metadata or {}).get(b"huggingface")
     if raw is None:
         return {}
@@ -167,15 +167,17 @@ def _label_kind(path: str, column: str, kind: pa.DataType) -> str:
 
 
 def table_layout(path: str, schema: pa.Schema, *, image_column: str | None,
-                 label_column: str | None) -> TableLayout:
+                 label_column: str | None, claimed: tuple[str, ...] = ()) -> TableLayout:
     """The layout of the table in ``path`` (schema ``schema``), with the columns named if given.
+    ``claimed``: columns that ``fields=`` makes fields; then the label is optional (a detection
+    table has none) and no other column is kept as metadata.
 
     Raises:
         SourceError: no image or label column (the message lists the columns and the flag that
             names one), or one of a type that cannot be used.
     """
     columns = list(schema.names)
-    features = _features(schema)
+    features = table_features(schema)
     typed_images = [n for n, f in features.items() if isinstance(f, dict) and f.get("_type") == "Image"]
     typed_labels = [n for n, f in features.items() if _class_names(f) is not None]
     image = _choose(path, columns, image_column, IMAGE_COLUMNS, typed_images, "image", "image_column=")
@@ -192,6 +194,8 @@ def table_layout(path: str, schema: pa.Schema, *, image_column: str | None,
     else:
         raise _fail(path, f"the image column {image!r} holds {image_type}, not encoded image bytes (a "
                           "binary column, or a struct with 'bytes'): name another with image_column=")
+    if claimed:
+        return _field_layout(path, schema, image, field, has_path, label_column, claimed, typed_labels)
     label = _choose(path, columns, label_column, LABEL_COLUMNS, typed_labels, "label", "label_column=")
     if label == image:
         raise _fail(path, f"the column {label!r} cannot be both the images and the labels")
@@ -212,10 +216,32 @@ def table_layout(path: str, schema: pa.Schema, *, image_column: str | None,
     return TableLayout(image, field, has_path, label, kind, names, tuple(kept), tuple(left_out))
 
 
+def _field_layout(path: str, schema: pa.Schema, image: str, field: str | None, has_path: bool,
+                  label_column: str | None, claimed: tuple[str, ...], typed_labels: list[str]) -> TableLayout:
+    """The layout of a table whose ``claimed`` columns are fields: a label only if one is named
+    or found among the other columns; the rest listed as left out."""
+    free = [name for name in schema.names if name not in claimed and name != image]
+    label = None
+    if label_column is not None or any(name in free for name in (*LABEL_COLUMNS, *typed_labels)):
+        label = _choose(path, free if label_column is None else list(schema.names), label_column,
+                        LABEL_COLUMNS, typed_labels, "label", "label_column=")
+    if label is not None and label in (image, *claimed):
+        raise _fail(path, f"the column {label!r} cannot be both the labels and the images or a field")
+    kind, names = "none", None
+    if label is not None:
+        kind = _label_kind(path, label, schema.field(label).type)
+        names = _class_names(table_features(schema).get(label))
+        kind = "class_label" if names is not None else kind
+    left_out = tuple(name for name in free if name != label)
+    return TableLayout(image, field, has_path, label, kind, names, (), left_out)
+
+
 def label_targets(layout: TableLayout, labels: list[Any]) -> tuple[tuple[str, ...], list[tuple[int, int]]]:
     """The class names and, per row of ``labels`` (the label column's values), ``(target, code)``:
     code :data:`OK`, or why the row has no usable label (the target is then the bad value or 0)."""
     found: list[tuple[int, int]] = []
+    if layout.label_column is None:
+        return (), [(-1, OK)] * len(labels)
     if layout.class_names is not None:
         classes = layout.class_names
         position = {name: i for i, name in enumerate(classes)}

@@ -24,7 +24,8 @@ a null image (and no path) ``missing_image``, a path that names no file ``missin
 ``max_bytes + 1`` bytes in plans), a null label, a negative one (how Hugging Face marks
 unlabelled rows), one outside the ClassLabel names or an unknown name ``missing_label``. Such
 items carry label 0, never used (a skipped item has no target), and an identity marked by the
-reason, so a row that gets its label later is a changed input.
+reason, so a row that gets its label later is a changed input. ``fields=`` makes columns typed
+fields instead of metadata (:mod:`packer.source.parquet.fields`); the label is then optional.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from packer.errors import EmptySourceError, SourceError, SourceNotFoundError
-from packer.source.base import ScanReport, Source, SourceIndex, SourceItem, SourceOptions
+from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem, SourceOptions
+from packer.source.fieldspecs import FieldSpec
 from packer.source.limits import DEFAULT_MAX_BYTES
+from packer.source.parquet import fields as table_fields
 from packer.source.parquet.paths import locate_image
 from packer.source.parquet.read import ParquetReader, digest_of, open_table
 from packer.source.parquet.schema import (
@@ -117,12 +120,16 @@ class _Rows:
     labels: list[Any] = field(default_factory=list)
     metadata: list[str] = field(default_factory=list)
     cut_texts: dict[str, int] = field(default_factory=dict)
+    fields: tuple[FieldSpec, ...] = ()  # fields=: each row's values go to ``records``
+    records: list[str] = field(default_factory=list)
 
 
 def _scan_file(number: int, path: str, handle: pq.ParquetFile, layout: TableLayout, rows: _Rows,
                max_bytes: int, root: str | None) -> None:
     """Append the rows of one file, a batch at a time (images over ``max_bytes``: ``TOO_LARGE``)."""
-    columns = [layout.image_column, layout.label_column, *layout.metadata_columns]
+    labelled = [layout.label_column] if layout.label_column is not None else []
+    columns = [layout.image_column, *labelled, *layout.metadata_columns,
+               *table_fields.field_columns(rows.fields)]
     row_in_file = 0
     for group in range(handle.metadata.num_row_groups):
         row = 0
@@ -144,12 +151,13 @@ def _scan_file(number: int, path: str, handle: pq.ParquetFile, layout: TableLayo
             _add_images(image, rows, max_bytes)
             if layout.has_path:
                 _add_files(rows, first, paths, os.path.dirname(path), root, max_bytes)
-            label = batch.column(layout.label_column)
+            label = batch.column(layout.label_column) if labelled else pa.nulls(batch.num_rows)
             if pa.types.is_dictionary(label.type):
                 label = label.dictionary_decode()
             rows.labels += label.to_pylist()
             rows.paths += paths
             _add_metadata(batch, layout, rows)
+            rows.records += table_fields.field_records(batch, rows.fields, max_bytes) if rows.fields else []
             for _ in range(batch.num_rows):
                 rows.locators.append((number, group, row, row_in_file))
                 row += 1
@@ -242,26 +250,28 @@ def _with_image_paths(rows: _Rows) -> list[str]:
 
 
 def scan_parquet(files: list[str], *, image_column: str | None, label_column: str | None,
-                 max_bytes: int = DEFAULT_MAX_BYTES,
-                 root: str | None = None) -> tuple[SourceIndex, TableLayout]:
+                 max_bytes: int = DEFAULT_MAX_BYTES, root: str | None = None,
+                 fields: tuple[FieldSpec, ...] = ()) -> tuple[SourceIndex, TableLayout]:
     """Index the rows of ``files`` (see the module docstring); reads no image twice, and an
     image over ``max_bytes`` is ``too_large``; image paths resolve under ``root`` (absolute)
-    or each table's folder.
+    or each table's folder; ``fields`` (:mod:`packer.source.parquet.fields`) kept per row.
 
     Raises:
         SourceError: a file that is not Parquet, lacks the columns or disagrees with the first
             on them; the message names the file and the fix.
         EmptySourceError: the tables hold no row.
     """
-    rows = _Rows()
+    rows = _Rows(fields=fields)
     layout: TableLayout | None = None
+    first_schema = pa.schema([])
     for number, path in enumerate(files):
         handle = open_table(path)
         try:
+            table_fields.check_columns(fields, handle.schema_arrow, path)
             mine = table_layout(path, handle.schema_arrow, image_column=image_column,
-                                label_column=label_column)
+                                label_column=label_column, claimed=table_fields.field_columns(fields))
             if layout is None:
-                layout = mine
+                layout, first_schema = mine, handle.schema_arrow
             elif (why := layout.differs(mine)) is not None:
                 raise SourceError(f"The Parquet file {path!r} does not match {files[0]!r}: {why}. Convert "
                                   "files of one table together (nothing was written).")
@@ -272,7 +282,7 @@ def scan_parquet(files: list[str], *, image_column: str | None, label_column: st
     if layout is None or not rows.locators:
         raise EmptySourceError(f"The Parquet source {named} holds no row: nothing to convert.")
     classes, labelled = label_targets(layout, rows.labels)
-    if not classes:
+    if not classes and layout.label_column is not None:
         raise EmptySourceError(f"No row of the Parquet source {named} has a usable label in the column "
                                f"{layout.label_column!r} (all null or negative): name the label column "
                                "with label_column=.")
@@ -286,7 +296,8 @@ def scan_parquet(files: list[str], *, image_column: str | None, label_column: st
         notes.append(f"{count} value(s) of the column {name!r} were cut to 64 KiB of text in the metadata.")
     if layout.left_out:
         notes.append(f"The columns {list(layout.left_out)} hold binary or nested values: not kept as "
-                     "metadata.")
+                     "metadata." if not fields else f"The columns {list(layout.left_out)} are no field: not "
+                     "kept (keep them with fields=, COLUMN:TYPE).")
     items = []
     for i, relpath in enumerate(relpaths):
         target, label_code = labelled[i]
@@ -300,9 +311,14 @@ def scan_parquet(files: list[str], *, image_column: str | None, label_column: st
         size = min(rows.sizes[i], max_bytes + 1)  # a plan never counts more than the bound
         items.append(SourceItem(relpath, target if code in (OK, FROM_FILE) else 0, size, digest,
                                 (*rows.locators[i], code, value)))
+    schema = ()
+    if fields:  # the rows' field values ride with the items (not stored as metadata)
+        metadata, metadata_columns = rows.records, ()
+        schema = table_fields.parquet_field_schema(fields, first_schema,
+                                                   classes if layout.label_column is not None else None)
     index = SourceIndex(os.path.commonpath(files) if len(files) > 1 else files[0], classes, tuple(items),
                         ScanReport(notes=tuple(notes)), metadata=tuple(metadata),
-                        metadata_columns=tuple(metadata_columns))
+                        metadata_columns=tuple(metadata_columns), schema=schema)
     return index, layout
 
 
@@ -325,10 +341,11 @@ class ParquetSource(Source):
     """Parquet image tables: one file, a folder of them or a pattern (see the module docstring)."""
 
     kind: ClassVar[str] = "parquet"
-    takes: ClassVar[frozenset[str]] = frozenset({"image_column", "label_column", "root"})
+    takes: ClassVar[frozenset[str]] = frozenset({"image_column", "label_column", "root", "fields"})
 
     def __init__(self, location: str, options: SourceOptions) -> None:
         super().__init__(location, options)
+        self.fields = table_fields.parse_parquet_fields(options.fields, where=location)
         self.files = parquet_files(location)
         self.max_bytes = options.max_bytes
         self.root = _image_root(options.root)
@@ -338,18 +355,19 @@ class ParquetSource(Source):
         if self._scanned is None:
             self._scanned = scan_parquet(self.files, image_column=self.options.image_column,
                                          label_column=self.options.label_column, max_bytes=self.max_bytes,
-                                         root=self.root)
+                                         root=self.root, fields=self.fields)
         return self._scanned
 
     def scan(self) -> SourceIndex:
         """:func:`scan_parquet` of this source's files, once."""
         return self._scan()[0]
 
-    def reader(self) -> ParquetReader:
-        """Reads rows' image bytes, a row group at a time per process."""
+    def reader(self) -> ItemReader:
+        """Reads rows' image bytes, a row group at a time per process (and gives their fields)."""
         layout = self._scan()[1]
-        return ParquetReader(tuple(self.files), layout.image_leaf, layout.image_column,
-                             max_bytes=self.max_bytes, paths=layout.has_path, root=self.root)
+        images = ParquetReader(tuple(self.files), layout.image_leaf, layout.image_column,
+                               max_bytes=self.max_bytes, paths=layout.has_path, root=self.root)
+        return table_fields.ParquetFieldReader(images, self.fields) if self.fields else images
 
     def item_words(self) -> str:
         """A Parquet source's items are its rows."""

@@ -1,0 +1,190 @@
+"""A Parquet table's columns as typed fields: ``fields=["caption:text", "boxes=objects.bbox:boxes.xywh",
+"box_labels=objects.category:box_labels"]``.
+
+Each ``[NAME=]COLUMN:TYPE`` (:mod:`packer.source.fieldspecs`) makes a column, or a path into a
+struct column (``objects.bbox``: Hugging Face's ``Sequence({"bbox": ..., "category": ...})``,
+stored as a struct of lists or a list of structs), a field beside ``image`` (and ``label``, when
+the table has a label column). The types:
+
+* ``text``, ``int``, ``float``, ``json``: a cell as a string, a number or any JSON value;
+* ``boxes.xyxy``, ``boxes.xywh``, ``boxes.cxcywh`` (``boxes`` is ``boxes.xyxy``), in pixels, or
+  with ``.normalized`` in [0, 1]: a list of 4-number lists (COCO-style tables' ``bbox`` is
+  ``boxes.xywh``);
+* ``box_labels``: a list of class indices, one per box of the table's one boxes field;
+* ``labels``: a list of class indices (multi-label).
+
+Class names of ``box_labels`` and ``labels`` come from the ``ClassLabel`` feature the table's
+``huggingface`` metadata records at that path (``Sequence(ClassLabel(names=[...]))``); without one
+they are unnamed indices. The scan reads the field columns with the rest, one row group at a
+time; a row's values are kept with its item (at most ``max_bytes`` of JSON, else ``too_large``).
+A null or misshapen value skips its row as ``invalid_value`` naming the column.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import pyarrow as pa
+
+from packer.errors import SourceError
+from packer.source.base import SourceItem
+from packer.source.fieldspecs import VALUE_TYPES, FieldReader, FieldSpec, parse_field_specs, typed_value
+from packer.source.parquet.schema import json_value, table_features
+from packer.source.sourcefile import UnpackableFile
+
+__all__ = ["PARQUET_TYPES", "ParquetFieldReader", "field_records", "parquet_field_schema",
+           "parse_parquet_fields"]
+
+_BOX_TYPES: Final = tuple(f"boxes.{fmt}{norm}" for fmt in ("xyxy", "xywh", "cxcywh")
+                          for norm in ("", ".normalized"))
+#: The types a column can be given.
+PARQUET_TYPES: Final = (*VALUE_TYPES, "boxes", *_BOX_TYPES, "box_labels", "labels")
+_LISTS: Final = ("Sequence", "List", "LargeList")
+#: A row's field values too large to keep (its read raises ``too_large``).
+_TOO_LARGE: Final = "__too_large__"
+
+
+def parse_parquet_fields(specs: Sequence[str], *, where: str) -> tuple[FieldSpec, ...]:
+    """The fields ``specs`` name, checked: at most one boxes field, and ``box_labels`` only with it.
+
+    Raises:
+        SourceError: see :func:`packer.source.fieldspecs.parse_field_specs`, and the two rules above.
+    """
+    found = parse_field_specs(specs, types=PARQUET_TYPES, taken=("image", "label"), where=where)
+    boxes = [spec for spec in found if spec.type.startswith("boxes")]
+    if len(boxes) > 1:
+        raise SourceError(f"fields for {where!r}: {', '.join(map(str, boxes))} are two boxes fields: "
+                          "give one.")
+    if any(spec.type == "box_labels" for spec in found) and not boxes:
+        raise SourceError(f"fields for {where!r}: box_labels need the boxes they label: add "
+                          "NAME=COLUMN:boxes.xywh (or .xyxy, .cxcywh).")
+    return found
+
+
+def field_columns(specs: Sequence[FieldSpec]) -> tuple[str, ...]:
+    """The table columns the fields read (a path's first part), in order, once each."""
+    return tuple(dict.fromkeys(spec.key.split(".", 1)[0] for spec in specs))
+
+
+def check_columns(specs: Sequence[FieldSpec], schema: pa.Schema, path: str) -> None:
+    """Every field's column is in the table.
+
+    Raises:
+        SourceError: one is not, naming the columns there are.
+    """
+    missing = [column for column in field_columns(specs) if column not in schema.names]
+    if missing:
+        raise SourceError(f"Parquet file {path!r} has no column {', '.join(map(repr, missing))} (its "
+                          f"columns: {', '.join(map(repr, schema.names))}): fix the fields= names. Nothing "
+                          "was written.")
+
+
+def _class_names_at(features: Mapping[str, Any], key: str) -> list[str]:
+    """The ClassLabel names recorded at ``key`` (through lists and structs), or [] for none."""
+    node: Any = features
+    for part in key.split("."):
+        while isinstance(node, dict) and node.get("_type") in _LISTS:
+            node = node.get("feature")
+        node = node.get(part) if isinstance(node, dict) and "_type" not in node else None
+    while isinstance(node, dict) and node.get("_type") in _LISTS:
+        node = node.get("feature")
+    if isinstance(node, dict) and node.get("_type") == "ClassLabel" and isinstance(node.get("names"), list):
+        return [str(name) for name in node["names"]]
+    return []
+
+
+def parquet_field_schema(specs: Sequence[FieldSpec], schema: pa.Schema,
+                         classes: tuple[str, ...] | None) -> tuple[dict[str, Any], ...]:
+    """The schema of rows with ``specs``: ``image``, ``label`` (unless ``classes`` is None),
+    then each field, with its box format and class names."""
+    features = table_features(schema)
+    boxes = next((spec.name for spec in specs if spec.type.startswith("boxes")), "")
+    fields: list[dict[str, Any]] = [{"name": "image", "type": "image", "params": {}}]
+    if classes is not None:
+        fields.append({"name": "label", "type": "label", "params": {"classes": list(classes)}})
+    for spec in specs:
+        if spec.type.startswith("boxes"):
+            parts = spec.type.split(".")
+            fields.append({"name": spec.name, "type": "boxes", "params": {
+                "image": "image", "format": parts[1] if len(parts) > 1 else "xyxy",
+                "normalized": parts[-1] == "normalized"}})
+        elif spec.type in ("box_labels", "labels"):
+            params = {"classes": _class_names_at(features, spec.key)}
+            fields.append({"name": spec.name, "type": spec.type,
+                           "params": {**params, "boxes": boxes} if spec.type == "box_labels" else params})
+        else:
+            fields.append({"name": spec.name, "type": spec.type, "params": {}})
+    return tuple(fields)
+
+
+def _at(value: Any, path: Sequence[str]) -> Any:
+    """The value at ``path`` below a cell: into structs, and across each element of a list."""
+    for part in path:
+        if isinstance(value, list):
+            value = [item.get(part) if isinstance(item, dict) else None for item in value]
+        else:
+            value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """A cell as JSON holds it (every text kept whole: these are the fields themselves)."""
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        raise ValueError("binary values cannot be fields of these types")
+    return json_value(value)[0]
+
+
+def field_records(batch: pa.RecordBatch, specs: Sequence[FieldSpec], max_bytes: int) -> list[str]:
+    """Per row of ``batch``, its fields' values as JSON text (the item's metadata)."""
+    cells = {column: batch.column(column).to_pylist() for column in field_columns(specs)}
+    records = []
+    for row in range(batch.num_rows):
+        record: dict[str, Any] = {}
+        for spec in specs:
+            column, *path = spec.key.split(".")
+            try:
+                record[spec.name] = _plain(_at(cells[column][row], path))
+            except ValueError:
+                record[spec.name] = {_TOO_LARGE: "binary"}
+        text = json.dumps(record, sort_keys=True, ensure_ascii=False)
+        records.append(text if len(text) <= max_bytes else json.dumps({_TOO_LARGE: len(text)}))
+    return records
+
+
+class ParquetFieldReader(FieldReader):
+    """Reads rows' images with the table's reader and gives each row's typed field values
+    (kept with its item by the scan)."""
+
+    def values(self, item: SourceItem, data: bytes, metadata: str) -> dict[str, Any]:
+        """The image and each field's value.
+
+        Raises:
+            UnpackableFile: a value is null or does not fit its type (``invalid_value``), or the
+                row's values are over ``max_bytes`` (``too_large``).
+        """
+        record = json.loads(metadata)
+        if _TOO_LARGE in record:
+            raise UnpackableFile("too_large", f"the row's field values take {record[_TOO_LARGE]} bytes of "
+                                              "JSON, more than max_bytes")
+        return {"image": data, **{spec.name: _value(spec, record.get(spec.name)) for spec in self.fields}}
+
+
+def _value(spec: FieldSpec, raw: Any) -> Any:
+    if isinstance(raw, dict) and _TOO_LARGE in raw:
+        raise UnpackableFile("invalid_value", f"column {spec.key!r} ({spec.type}) holds binary values")
+    if raw is None and spec.type != "json":
+        raise UnpackableFile("invalid_value", f"column {spec.key!r} ({spec.type}) is null in this row")
+    if spec.type in VALUE_TYPES:
+        try:
+            return typed_value(spec.type, raw, textual=False)
+        except (TypeError, ValueError) as err:
+            raise UnpackableFile("invalid_value", f"column {spec.key!r} ({spec.type}): {err}") from None
+    return raw  # boxes and class indices: their field types check the shapes and ranges
