@@ -36,22 +36,28 @@ _CLASSES_HELP = ("Only these classes: names separated by commas, or the option r
               help="Size of a thumbnail cell in pixels.")
 @click.option("--html", "as_html", is_flag=True,
               help="Write one self-contained HTML page (the dataset summary and the same grid).")
+@click.option("--no-overlays", "no_overlays", is_flag=True,
+              help="Samples with fields: show the images alone [default: boxes, their labels and "
+                   "masks drawn on them].")
 def preview(dst: str, out: str, per_class: int, classes: tuple[str, ...], seed: int, thumb: int,
-            as_html: bool) -> None:
+            as_html: bool, no_overlays: bool) -> None:
     """Draw a contact sheet of DST to check by eye that labels and images match.
 
     One row per class, in class order: a header with its name and sample count, then up to
     --per-class thumbnails of a seeded random choice of its samples in index order, each
     captioned "class · #index". Images are decoded as the dataset returns them and fitted,
-    aspect kept, into square cells. A sample that does not decode gets a pink cell and a
-    warning. Sheets over 89,478,485 pixels are refused (exit 2): select fewer classes.
+    aspect kept, into square cells; in a dataset with fields, each one's boxes (outlined in
+    their class's colour, named) and mask (coloured, half transparent) are drawn on it. A sample
+    that does not decode gets a pink cell and a warning. Sheets over 89,478,485 pixels are
+    refused (exit 2): select fewer classes.
     """
     from packer.cli.formatting import format_sheet
     from packer.tools.preview.sheet import write_contact_sheet
 
     try:
         sheet = write_contact_sheet(dst, out, html=as_html, per_class=per_class,
-                                    classes=classes or None, seed=seed, thumb=thumb)
+                                    classes=classes or None, seed=seed, thumb=thumb,
+                                    overlays=not no_overlays)
     except ValueError as err:
         raise click.UsageError(str(err)) from None
     say(format_sheet(sheet, out))

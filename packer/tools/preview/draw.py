@@ -18,6 +18,7 @@ from PIL import Image, ImageDraw, ImageFont, ImageOps
 from packer.format.codecs import Codec
 from packer.format.sample_index import SampleIndex
 from packer.source.imagecheck import UndecodableImage, decoder_failures
+from packer.tools.preview.overlay import Overlay, draw_overlay
 
 __all__ = ["PAD", "Layout", "Painter", "Pen", "SheetCell", "SheetRow"]
 
@@ -115,11 +116,11 @@ class Pen:
         return head + "..." + tail
 
 
-def _thumbnail(codec: Codec, payload: bytes, thumb: int) -> Image.Image:
-    """The decoded image scaled to fit ``thumb`` x ``thumb``, aspect kept."""
+def _thumbnail(codec: Codec, payload: bytes, thumb: int) -> tuple[Image.Image, tuple[int, int]]:
+    """The decoded image scaled to fit ``thumb`` x ``thumb``, aspect kept, and its own size."""
     image = codec.decode(payload)
     method = (Image.Resampling.NEAREST if max(image.size) < thumb else Image.Resampling.LANCZOS)
-    return ImageOps.contain(image, (thumb, thumb), method=method)
+    return ImageOps.contain(image, (thumb, thumb), method=method), image.size
 
 
 @dataclass(frozen=True)
@@ -158,25 +159,30 @@ class Painter:
         self.draw = ImageDraw.Draw(sheet)
 
     def row(self, row: int, target: int, name: str, count: int, chosen: Sequence[int],
-            payloads: Sequence[bytes], index: SampleIndex) -> SheetRow:
-        """The header and cells of one class."""
+            payloads: Sequence[bytes], index: SampleIndex,
+            overlays: Sequence[Overlay | None] | None = None) -> SheetRow:
+        """The header and cells of one class (with each sample's boxes and mask drawn, if given)."""
         header_xy = (PAD, PAD + row * self.layout.row_height)
         header = f"{name}  (class {target}, {count} sample{'s' * (count != 1)}, showing {len(chosen)})"
         self.draw.text(header_xy, self.pen.fit(header, "", self.sheet.width - 2 * PAD), fill=(0, 0, 0),
                        font=self.pen.font)
         cells = []
-        for column, (i, payload) in enumerate(zip(chosen, payloads, strict=True)):
+        drawn = overlays if overlays is not None else [None] * len(chosen)
+        for column, (i, payload, overlay) in enumerate(zip(chosen, payloads, drawn, strict=True)):
             sample = SheetCell(i, index.path(i), target, name, self.layout.cell(row, column))
-            cells.append(self.cell(sample, payload))
+            cells.append(self.cell(sample, payload, overlay))
         return SheetRow(target, name, count, tuple(cells), header_xy)
 
-    def cell(self, cell: SheetCell, payload: bytes) -> SheetCell:
-        """Paste one letterboxed thumbnail (or a failure note) in its box and caption it."""
+    def cell(self, cell: SheetCell, payload: bytes, overlay: Overlay | None = None) -> SheetCell:
+        """Paste one letterboxed thumbnail (or a failure note) in its box, draw the overlay on
+        it, and caption it."""
         left, top, right, bottom = cell.box
         thumb = right - left
         try:
             with decoder_failures():
-                image = _thumbnail(self.codec, payload, thumb)
+                image, size = _thumbnail(self.codec, payload, thumb)
+                if overlay is not None:
+                    image = draw_overlay(image, size, overlay, self.pen.font)
         except UndecodableImage as err:
             cell = replace(cell, error=str(err))
             self.draw.rectangle((left, top, right - 1, bottom - 1), fill=_FAILED)

@@ -11,6 +11,9 @@ index order. Images are decoded through the dataset's codec, exactly as ``ds[i]`
 on purpose) and letterboxed on grey. A sample that does not decode gets a pink cell saying so,
 and is listed in :attr:`ContactSheet.failed`; run ``packer verify DST --deep``.
 
+In a dataset with fields, each thumbnail shows the boxes (with their labels) and the mask tied
+to its image (:mod:`packer.tools.preview.overlay`; ``overlays=False`` leaves them out).
+
 The sheet is a PNG, or (``html=True``) one self-contained HTML page: the same grid, each
 thumbnail an inline JPEG, with the dataset summary (see :mod:`packer.tools.preview.html`).
 """
@@ -33,6 +36,7 @@ from packer.format.shardset import ShardSet
 from packer.store.durable import write_named_file
 from packer.tools.preview.draw import PAD, Layout, Painter, Pen, SheetCell, SheetRow
 from packer.tools.preview.html import render_html
+from packer.tools.preview.overlay import OverlayReader
 from packer.tools.selection import class_members, pick_samples, select_classes
 
 __all__ = ["MAX_SHEET_PIXELS", "PAD", "ContactSheet", "SheetCell", "SheetRow", "make_contact_sheet",
@@ -127,6 +131,7 @@ def make_contact_sheet(
     classes: Iterable[str] | None = None,
     seed: int = 0,
     thumb: int = 128,
+    overlays: bool = True,
 ) -> ContactSheet:
     """Draw a contact sheet of the packed dataset ``dst`` (see the module docstring).
 
@@ -136,6 +141,8 @@ def make_contact_sheet(
         classes: Class names to show (items may be comma-separated lists); ``None``: all.
         seed: Chooses the samples; the same seed always shows the same samples.
         thumb: Cell size in pixels (16 to 1024).
+        overlays: Draw each sample's boxes (with their labels) and mask on its thumbnail
+            (:mod:`packer.tools.preview.overlay`); False shows the images alone.
 
     Raises:
         NotADatasetError, IncompleteDatasetError, ManifestError, ShardError: ``dst`` is not
@@ -156,14 +163,17 @@ def make_contact_sheet(
     _check_size(layout, len(class_ids))
     painter = Painter(layout.blank(len(class_ids)), pen, layout,
                       get_codec(manifest.codec, manifest.codec_params))
+    drawn = OverlayReader(manifest.schema) if overlays else None
     try:
-        rows = tuple(painter.row(row, class_id, names[class_id], len(members[class_id]),
-                                 picked[class_id], _images(manifest, shards.read_many(picked[class_id])),
-                                 index)
-                     for row, class_id in enumerate(class_ids))
+        rows = []
+        for row, class_id in enumerate(class_ids):
+            records = list(shards.read_many(picked[class_id]))
+            marks = [drawn.overlay(r) for r in records] if drawn is not None and drawn.active else None
+            rows.append(painter.row(row, class_id, names[class_id], len(members[class_id]), picked[class_id],
+                                    _images(manifest, records), index, marks))
     finally:
         shards.close()
-    return ContactSheet(painter.sheet, rows, thumb, seed, shards.root, manifest)
+    return ContactSheet(painter.sheet, tuple(rows), thumb, seed, shards.root, manifest)
 
 
 def write_contact_sheet(
@@ -175,6 +185,7 @@ def write_contact_sheet(
     classes: Iterable[str] | None = None,
     seed: int = 0,
     thumb: int = 128,
+    overlays: bool = True,
 ) -> ContactSheet:
     """Draw :func:`make_contact_sheet` and write it to ``out`` as PNG, or as HTML with ``html``.
 
@@ -184,7 +195,8 @@ def write_contact_sheet(
         OutputError: ``out`` cannot be written (its folder is missing or read-only, ...).
         PackerError: anything :func:`make_contact_sheet` raises (and its ValueError).
     """
-    sheet = make_contact_sheet(dst, per_class=per_class, classes=classes, seed=seed, thumb=thumb)
+    sheet = make_contact_sheet(dst, per_class=per_class, classes=classes, seed=seed, thumb=thumb,
+                               overlays=overlays)
     # Names that are not valid UTF-8 (kept with surrogateescape) show as "?" in the page.
     data = sheet.html().encode("utf-8", "replace") if html else sheet.png_bytes()
     write_named_file(out, data, "the contact sheet")

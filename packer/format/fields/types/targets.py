@@ -34,7 +34,7 @@ from packer.format.fields.types.values import (
     known,
 )
 
-__all__ = ["BOX_FORMATS", "BoxLabelsType", "BoxesType", "LabelType", "LabelsType"]
+__all__ = ["BOX_FORMATS", "BoxLabelsType", "BoxesType", "LabelType", "LabelsType", "as_xyxy"]
 
 #: A class index out of range (the reason sources give an out-of-range label).
 OUT_OF_RANGE: Final = "missing_label"
@@ -131,7 +131,7 @@ class LabelsType(FieldType):
         return indices
 
 
-def _xyxy(boxes: np.ndarray, fmt: str) -> np.ndarray:
+def as_xyxy(boxes: np.ndarray, fmt: str) -> np.ndarray:
     """``boxes`` (float64 ``[N, 4]`` in ``fmt``) as corners."""
     a, b, c, d = boxes.T
     if fmt == "xywh":
@@ -184,7 +184,7 @@ class BoxesType(FieldType):
     def encode(self, value: Any, params: Mapping[str, Any], *, context: Mapping[str, Any]) -> bytes:
         boxes, fmt = _box_array(value), params["format"]
         width, height = (1, 1) if params["normalized"] else image_size(context, params["image"])
-        corners = _xyxy(boxes.astype(np.float64), fmt)
+        corners = as_xyxy(boxes.astype(np.float64), fmt)
         outside = (corners[:, :2] < 0).any(axis=1) | (corners[:, 2] > width) | (corners[:, 3] > height)
         if outside.any():
             first = int(np.flatnonzero(outside)[0])
@@ -193,7 +193,7 @@ class BoxesType(FieldType):
                                                    f"the image's {width}x{height}")
             clipped = corners[outside].clip(0, [width, height, width, height])
             boxes[outside] = _from_xyxy(clipped, fmt).astype(np.float32)
-            corners = _xyxy(boxes.astype(np.float64), fmt)
+            corners = as_xyxy(boxes.astype(np.float64), fmt)
         empty = (corners[:, 2] <= corners[:, 0]) | (corners[:, 3] <= corners[:, 1])
         if empty.any():
             first = int(np.flatnonzero(empty)[0])
