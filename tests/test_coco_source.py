@@ -391,3 +391,15 @@ def test_images_without_annotations_are_dropped_on_request_and_listed(coco_file:
     _write_image(tree / "x.png", 8, 8, 0)
     with pytest.raises(SourceError, match=r"drop_unannotated=True apply to.*COCO"):
         packer.convert(tree.parent, tmp_path / "t", to="lmdb", drop_unannotated=True)
+
+
+def test_verify_against_the_coco_file_compares_every_field(coco_file: Path, tmp_path: Path) -> None:
+    from packer.tools.verify import verify_dataset
+    packer.convert(coco_file, tmp_path / "ds", to="lmdb", workers=1)
+    assert verify_dataset(tmp_path / "ds", against=coco_file).ok
+    data = _coco()
+    data["annotations"][0]["bbox"] = [31.0, 20.0, 14.0, 15.0]  # image 3's first box moved
+    coco_file.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    report = verify_dataset(tmp_path / "ds", against=coco_file)
+    assert [p.kind for p in report.problems] == ["source_differs"]
+    assert "field 'boxes'" in report.problems[0].message

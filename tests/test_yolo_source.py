@@ -202,3 +202,13 @@ def test_the_command_line_dry_runs_and_converts(yolo: Path, tmp_path: Path) -> N
     done = runner.invoke(cli, command)
     assert done.exit_code == 0, done.output
     assert "Packed 3 samples" in done.output
+
+
+def test_verify_against_the_set_compares_every_field(yolo: Path, tmp_path: Path) -> None:
+    from packer.tools.verify import verify_dataset
+    packer.convert(yolo, tmp_path / "ds", to="lmdb", workers=1, source_format="yolo")
+    assert verify_dataset(tmp_path / "ds", against=yolo).ok
+    (yolo / "labels" / "val" / "000004.txt").write_text("1 0.9 0.9 0.2 0.2\n")  # another class
+    report = verify_dataset(tmp_path / "ds", against=yolo)
+    assert [(p.kind, p.path) for p in report.problems] == [("source_differs", "images/val/000004.jpg")]
+    assert "field 'box_labels'" in report.problems[0].message

@@ -4,6 +4,11 @@ Only for codecs that keep the source bytes. SRC is what the dataset was converte
 kind: a folder (the tree, or a list file's root: each sample is ``SRC/<relative path>``), or a
 list file, archive, WebDataset shards or Parquet tables, opened with the options the dataset
 recorded and scanned once, each sample then read through the source's own reader.
+
+A dataset with fields is compared field by field: the source's values (its image, mask, boxes,
+caption, ...) are encoded as the conversion encodes them and each field's stored bytes must
+equal them; a difference names the field. Against a bare folder (a tree, or a list's root)
+there are no field values to read, so only the image is compared.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from typing import Any
 
 from packer.errors import PackerError, SourceError
 from packer.format.codecs import codec_class
+from packer.format.fields.encoding import SampleEncoder
+from packer.format.fields.record import unpack_record
+from packer.format.fields.stored import image_payload
 from packer.format.manifest import Manifest
 from packer.source.base import ItemReader, Source, SourceItem, SourceOptions
 from packer.source.registry import open_source
@@ -66,15 +74,22 @@ class SourceComparison:
     def __init__(self, against: str, manifest: Manifest) -> None:
         self.location = against
         self._items: dict[str, SourceItem] | None = None
+        self._metadata: dict[str, str] = {}
         self._source: Source | None = None
         self._reader: ItemReader
+        self._schema = manifest.schema
+        self._encoder = None if self._schema.is_imagefolder() else SampleEncoder(self._schema)
         if os.path.isdir(against) and (manifest.extra.get("source") or {}).get("kind") in (None, "tree",
                                                                                            "list"):
             self._reader = FileReader(against)
+            self._encoder = None  # a folder holds the images alone
             return
         self._source = open_source(against, _recorded_source_options(manifest, against))
         index = self._source.scan()
         self._items = {item.relpath: item for item in index.items}
+        if index.metadata:
+            self._metadata = {item.relpath: text
+                              for item, text in zip(index.items, index.metadata, strict=True)}
         self._reader = self._source.reader()
 
     def close(self) -> None:
@@ -96,6 +111,11 @@ class SourceComparison:
             return False
         try:
             source = self._reader.read(item)
+            if self._encoder is not None:
+                values = self._reader.values(item, source, self._metadata.get(rel, ""))
+                source = self._encoder.encode(values)
+            elif not self._schema.is_imagefolder():
+                payload = image_payload(self._schema, payload)
         except UnpackableFile as err:
             if err.reason == "missing":
                 found.add(rel, "source_missing", f"{rel} is packed but missing from the source "
@@ -111,8 +131,25 @@ class SourceComparison:
                 found.add(rel, "source_unreadable", f"{rel} cannot be read from the source: {err}")
             return False
         if source != payload:
-            differ = next((i for i, (a, b) in enumerate(zip(source, payload, strict=False)) if a != b),
-                          min(len(source), len(payload)))
-            found.add(rel, "source_differs", f"{rel}: stored {len(payload)} bytes, the source has "
-                      f"{len(source)}; they first differ at byte {differ}")
+            found.add(rel, "source_differs", f"{rel}: {self._difference(source, payload)}")
         return True
+
+    def _difference(self, source: bytes, payload: bytes) -> str:
+        """Where a stored record and the source's differ: the first field (with fields), the byte."""
+        where = ""
+        if self._encoder is not None:
+            names = [f.name for f in self._schema.in_record()]
+            try:
+                pairs = zip(unpack_record(source, len(names)), unpack_record(payload, len(names)),
+                            strict=True)
+                number = next(i for i, (a, b) in enumerate(pairs) if bytes(a) != bytes(b))
+            except (ValueError, StopIteration):
+                number = -1
+            if number >= 0:
+                where = f"field {names[number]!r}: "
+                source = bytes(unpack_record(source, len(names))[number])
+                payload = bytes(unpack_record(payload, len(names))[number])
+        differ = next((i for i, (a, b) in enumerate(zip(source, payload, strict=False)) if a != b),
+                      min(len(source), len(payload)))
+        return (f"{where}stored {len(payload)} bytes, the source has {len(source)}; they first differ at "
+                f"byte {differ}")
