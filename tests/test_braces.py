@@ -19,6 +19,8 @@ from packer.source.registry import expand_pattern
 braceexpand = pytest.importorskip("braceexpand")
 
 TABLE = [
+    # escapes inside braces go once per level, as braceexpand strips them (a case hypothesis found)
+    "{\\\\}", "{\\\\x}", "{x\\\\y,b}", "{a,{b\\\\\\\\c,d}}",
     "shards-{000..009}.tar", "{train,val}-{0..2}.tar", "{a,b{1..3}}", "a{,b}c", "{0..10..2}", "{10..0..3}",
     "{4..1}", "{2..-1}", "{07..10}", "{-05..3}", "{-0..3}", "{0..-05}", "{a..g..2}", "{Z..a}", "{z..A..3}",
     "{a..a}", "python{2.{5..7},3.{2,3}}", "x{}y", "{a}", "{a,b}{1..3}{x,y}", "{{a,b},c}", "{a,{b,{c,d}}}",

@@ -7,6 +7,9 @@ grammar, which webdataset itself uses, so a pattern names the same files in both
 * a letter range: ``{a..e}``, ``{A..z..2}``;
 * several braces in one pattern (every combination, the leftmost varying slowest), and ``\\``
   before a character to take it literally (``\\{``); ``{x}`` with no comma or range is literal.
+  As in ``braceexpand``, escapes are removed once per level of braces a text sits in (so
+  ``{a\\\\b,c}`` gives ``ab``: write ``\\\\\\\\`` there for one backslash); names with
+  backslashes are rare, and matching ``braceexpand`` keeps a pattern naming the same files.
 
 Unbalanced braces are refused. The expansion is counted before any name is made: a pattern naming
 more than :data:`MAX_NAMES` files is refused. What the braces produce must keep every name under
@@ -157,8 +160,9 @@ def _count(node: _Node) -> int:
 def _texts(node: _Node) -> list[str]:
     if isinstance(node, str):
         return [node]
-    if isinstance(node, _Product):
-        return ["".join(parts) for parts in itertools.product(*(_texts(item) for item in node.items))]
+    if isinstance(node, _Product):  # escapes go at every level, as braceexpand's _flatten does
+        return [_ESCAPED.sub(r"\1", "".join(parts))
+                for parts in itertools.product(*(_texts(item) for item in node.items))]
     if isinstance(node, _Choice):
         return [text for alternative in node.alternatives for text in _texts(alternative)]
     return list(node)
@@ -200,7 +204,7 @@ def expand_braces(pattern: str, *, limit: int = MAX_NAMES) -> list[str]:
         raise SourceError(f"Source pattern {pattern!r} names {count:,} files, more than the {limit:,} "
                           "one pattern may name: check its ranges (a range too wide, or a step "
                           "missing), or give a folder of the files instead.")
-    names = [_ESCAPED.sub(r"\1", text) for text in _texts(tree)]
+    names = _texts(tree)
     if _expands(tree):
         folder = _fixed_folder(pattern)
         for name in names:
