@@ -93,6 +93,7 @@ if TYPE_CHECKING:
     from packer.store.urls import open_store, register_store, store_schemes
     from packer.tools.bench import BenchReport, bench
     from packer.tools.demo.run import DemoReport, run_demo
+    from packer.tools.export.webdataset import WebDatasetExport, export_webdataset
     from packer.tools.export.writer import ExportResult, export_dataset
     from packer.tools.field_stats import field_statistics
     from packer.tools.findings import Problem, VerifyReport
@@ -150,6 +151,7 @@ _HOMES = {
     "packer.tools.verify": ["verify_dataset"],
     "packer.tools.findings": ["Problem", "VerifyReport"],
     "packer.tools.export.writer": ["ExportResult", "export_dataset"],
+    "packer.tools.export.webdataset": ["WebDatasetExport", "export_webdataset"],
     "packer.tools.show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
     "packer.tools.preview.sheet": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
     "packer.tools.bench": ["BenchReport", "bench"],
@@ -198,6 +200,7 @@ __all__ = [
     "EngineRequest",
     "ExecutorEngine",
     "ExportResult",
+    "WebDatasetExport",
     "Field",
     "FieldDataset",
     "FieldType",
@@ -272,6 +275,7 @@ __all__ = [
     "dataset_versions",
     "engine_names",
     "export_dataset",
+    "export_webdataset",
     "field_statistics",
     "field_type_names",
     "find_classes",

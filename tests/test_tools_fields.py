@@ -1,5 +1,5 @@
 """The tools on a dataset with fields: info prints the schema, verify --deep decodes every field,
-show describes each field, preview draws the images; export and bench refuse plainly (they
+show describes each field, preview draws the images; export as a tree and bench refuse plainly (they
 handle images and classes only) instead of treating a record as an image file."""
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def test_preview_draws_the_images_and_one_row_without_classes(fields_dataset: Pa
 
 
 def test_export_and_bench_refuse_a_dataset_with_fields(fields_dataset: Path, tmp_path: Path) -> None:
-    with pytest.raises(DatasetError, match=r"mask \(mask\).*open_dataset"):
+    with pytest.raises(DatasetError, match=r"mask.*WebDataset shards with export_webdataset\(\)"):
         packer.export_dataset(fields_dataset, tmp_path / "out")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
     with pytest.raises(DatasetError, match="packer bench"):

@@ -15,7 +15,7 @@ import click
 
 from packer.cli.errors import report_in_cli_terms
 from packer.cli.output import say
-from packer.errors import PackerError
+from packer.errors import DatasetError, PackerError
 
 __all__ = ["export_command", "info", "preview", "show", "verify"]
 
@@ -74,9 +74,14 @@ def preview(dst: str, out: str, per_class: int, classes: tuple[str, ...], seed: 
 @click.option("--as-list", is_flag=True,
               help="A dataset converted from a list file: write its files at their listed paths "
                    "and the list beside them, instead of class folders.")
+@click.option("--as-webdataset", is_flag=True,
+              help="Write WebDataset shards (every field a member: masks, boxes, captions, ...) instead "
+                   "of a tree; the only export of a dataset with fields.")
+@click.option("--shard-samples", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="With --as-webdataset: samples per shard.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | None, overwrite: bool,
-                   as_list: bool, quiet: bool) -> None:
+                   as_list: bool, as_webdataset: bool, shard_samples: int, quiet: bool) -> None:
     """Write DST back as an ImageFolder tree OUT/<class>/<image>.
 
     Codec original: the files are the source's, byte for byte, at their original relative
@@ -85,13 +90,30 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
     already so suffixed are kept; a name taken already gets the suffix added: a.png.jpg).
     Skipped files were never packed and are not exported; every class folder is made, even
     an empty one. OUT must be new or empty (exit 3 otherwise, unless --overwrite).
+    --as-webdataset writes shards of every sample's fields instead, and prints the --field
+    options that convert them back.
     """
-    from packer.cli.formatting import format_export
+    from packer.cli.formatting import format_export, format_webdataset_export
+    from packer.tools.export.webdataset import export_webdataset
     from packer.tools.export.writer import export_dataset
+
+    if as_webdataset:
+        if classes or limit is not None or as_list:
+            raise click.UsageError("--as-webdataset exports every sample: it takes no --classes, --limit "
+                                   "or --as-list")
+        shards = export_webdataset(dst, out, samples_per_shard=shard_samples, overwrite=overwrite,
+                                   progress=not quiet)
+        if not quiet:
+            say(format_webdataset_export(shards))
+        return
 
     try:
         result = export_dataset(dst, out, classes=classes or None, limit=limit, overwrite=overwrite,
                                 as_list=as_list, progress=not quiet)
+    except DatasetError as err:
+        if "export_webdataset()" not in str(err):
+            raise
+        raise DatasetError(str(err).replace("with export_webdataset()", "with --as-webdataset")) from None
     except PackerError:  # some are ValueErrors too (UnsafeKeyError): the data's fault, not a usage error
         raise
     except ValueError as err:

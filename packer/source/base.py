@@ -206,7 +206,7 @@ _OPTION_FLAGS: Mapping[str, str] = {
 _OPTION_KINDS: Mapping[str, str] = {
     "include_hidden": "tree, archive, masks or YOLO", "is_valid_file": "tree",
     "root": "list file or Parquet", "path_column": "list file", "label_column": "list file or Parquet",
-    "classes_file": "list file, masks or YOLO",
+    "classes_file": "list file, masks, YOLO or WebDataset",
     "label_field": "WebDataset", "image_column": "Parquet", "drop_unannotated": "COCO",
     "fields": "CSV or JSON Lines list, WebDataset or Parquet",
 }

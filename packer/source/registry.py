@@ -83,9 +83,10 @@ def _is_pattern(location: str) -> bool:
     return "{" in location or glob.has_magic(location)
 
 
-def _only_files_ending(folder: str, suffix: str) -> bool:
+def _only_files_ending(folder: str, suffix: str, besides: tuple[str, ...] = ()) -> bool:
+    """Whether ``folder`` holds files ending in ``suffix`` and nothing else (but ``besides``)."""
     with os.scandir(folder) as entries:
-        names = [e.name for e in entries if not e.name.startswith(".")]
+        names = [e.name for e in entries if not e.name.startswith(".") and e.name not in besides]
     return bool(names) and all(n.endswith(suffix) and os.path.isfile(os.path.join(folder, n))
                                for n in names)
 
@@ -112,8 +113,9 @@ def detect_kind(location: str) -> str:
             return "yolo"
         if _only_files_ending(location, ".parquet"):
             return "parquet"
-        if _only_files_ending(location, ".tar") and _webdataset_shard(
-                min(os.path.join(location, n) for n in os.listdir(location) if not n.startswith("."))):
+        if _only_files_ending(location, ".tar", besides=("classes.txt",)) and _webdataset_shard(
+                min(os.path.join(location, n) for n in os.listdir(location) if n.endswith(".tar")
+                    and not n.startswith("."))):
             return "webdataset"
         return "tree"
     if os.path.isfile(location):

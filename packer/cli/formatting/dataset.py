@@ -9,6 +9,7 @@ from typing import Any
 
 from packer.cli.formatting.listing import MAX_LISTED, append_listing
 from packer.sizes import format_size
+from packer.tools.export.webdataset import WebDatasetExport
 from packer.tools.export.writer import ExportResult
 from packer.tools.info import DatasetInfo
 from packer.tools.preview.sheet import ContactSheet
@@ -187,6 +188,16 @@ def format_export(result: ExportResult) -> str:
     if left_out:
         lines.append("  not exported: " + "; ".join(left_out) + ".")
     return "\n".join(lines)
+
+def format_webdataset_export(result: WebDatasetExport) -> str:
+    """What was written, and the command that converts it back."""
+    fields = "".join(f" --field {spec}" for spec in result.fields)
+    if result.classes_file:
+        fields += f" --classes {result.classes_file}"
+    return (f"Exported {result.written} samples as {len(result.shards)} WebDataset shard(s) to {result.out} "
+            f"({format_size(result.bytes_written)}, {result.seconds:.1f} s).\n"
+            f"  convert it back with: packer convert {result.out} DST --to lmdb{fields}")
+
 
 def format_sheet(sheet: ContactSheet, out: str | os.PathLike[str]) -> str:
     """What was written, for people; names the samples that did not decode, if any."""

@@ -32,6 +32,7 @@ from packer.source.archive.reader import ArchivePart, ArchiveReader
 from packer.source.archive.source import archive_format, index_archive, listing_part
 from packer.source.archive.spool import remove_spool
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem
+from packer.source.classnames import read_class_names
 from packer.source.registry import expand_pattern
 from packer.source.statuses import MISSING_MEMBER
 from packer.source.webdataset.fields import (
@@ -92,7 +93,7 @@ class WebDatasetSource(Source):
     """WebDataset shards (see the module docstring)."""
 
     kind: ClassVar[str] = "webdataset"
-    takes: ClassVar[frozenset[str]] = frozenset({"label_field", "fields"})
+    takes: ClassVar[frozenset[str]] = frozenset({"label_field", "fields", "classes_file"})
 
     def __init__(self, location: str, options: Any) -> None:
         super().__init__(location, options)
@@ -240,10 +241,20 @@ class WebDatasetSource(Source):
         if numbers:
             top = max(v for _, v in numbers)
             targets = [v if isinstance(v, int) else None for v in raw]
-            return tuple(str(i) for i in range(top + 1)), targets, True
+            return self._number_names(top, where), targets, True
         classes = tuple(sorted({v for _, v in names}))
         position = {name: i for i, name in enumerate(classes)}
         return classes, [position[v] if isinstance(v, str) else None for v in raw], False
+
+    def _number_names(self, top: int, where: str) -> tuple[str, ...]:
+        """The names of classes 0 to ``top``: ``classes_file=``'s (line i names class i), else numbers."""
+        if self.options.classes_file is None:
+            return tuple(str(i) for i in range(top + 1))
+        names = read_class_names(self.options.classes_file)
+        if top >= len(names):
+            raise SourceError(f"{where}: a sample has the label {top}, but the classes file "
+                              f"{self.options.classes_file!r} names {len(names)} classes: fix one of them.")
+        return names
 
     def scan(self) -> SourceIndex:
         """Index the shards' headers (reading only their small non-image members) and group samples.

@@ -50,14 +50,14 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from packer.errors import OutputError, OutputExistsError, ShardError
+from packer.errors import DatasetError, OutputError, OutputExistsError, ShardError
 from packer.format.codecs import Codec, get_codec
 from packer.format.manifest import MANIFEST_NAME
 from packer.format.sample_index import SampleIndex
 from packer.format.shardset import ShardSet
 from packer.progressbar import ProgressBar
 from packer.source.imagecheck import decoder_failures
-from packer.tools.consistency import require_consistent, require_images_and_classes
+from packer.tools.consistency import require_consistent
 from packer.tools.export.plan import DatasetFiles, ExportPlan, plan_export
 from packer.tools.layout import path_layout, recorded_listing
 from packer.tools.selection import class_members, pick_samples, select_classes
@@ -241,7 +241,11 @@ def export_dataset(
     shards = ShardSet(dst)
     try:
         manifest = shards.manifest
-        require_images_and_classes(manifest, shards.root, "packer export")
+        if not manifest.schema.is_imagefolder():
+            raise DatasetError(f"{shards.root!r} holds samples with fields "
+                               f"({', '.join(manifest.schema.names())}), which a tree of class folders "
+                               "cannot hold: export it as WebDataset shards with export_webdataset(), "
+                               "every field a member.")
         chosen, class_ids, plan = _planned(shards, top, classes, limit, overwrite=overwrite, as_list=as_list)
         codec = get_codec(manifest.codec, manifest.codec_params)
         written = _write_all(shards, top, plan, chosen, codec, progress=progress)
