@@ -95,6 +95,7 @@ if TYPE_CHECKING:
     from packer.tools.demo.run import DemoReport, run_demo
     from packer.tools.export.webdataset import WebDatasetExport, export_webdataset
     from packer.tools.export.writer import ExportResult, export_dataset
+    from packer.tools.export.yolo import YoloExport, export_yolo
     from packer.tools.field_stats import field_statistics
     from packer.tools.findings import Problem, VerifyReport
     from packer.tools.info import DatasetInfo, dataset_info, dataset_versions
@@ -152,6 +153,7 @@ _HOMES = {
     "packer.tools.findings": ["Problem", "VerifyReport"],
     "packer.tools.export.writer": ["ExportResult", "export_dataset"],
     "packer.tools.export.webdataset": ["WebDatasetExport", "export_webdataset"],
+    "packer.tools.export.yolo": ["YoloExport", "export_yolo"],
     "packer.tools.show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
     "packer.tools.preview.sheet": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
     "packer.tools.bench": ["BenchReport", "bench"],
@@ -201,6 +203,7 @@ __all__ = [
     "ExecutorEngine",
     "ExportResult",
     "WebDatasetExport",
+    "YoloExport",
     "Field",
     "FieldDataset",
     "FieldType",
@@ -276,6 +279,7 @@ __all__ = [
     "engine_names",
     "export_dataset",
     "export_webdataset",
+    "export_yolo",
     "field_statistics",
     "field_type_names",
     "find_classes",

@@ -79,9 +79,13 @@ def preview(dst: str, out: str, per_class: int, classes: tuple[str, ...], seed: 
                    "of a tree; the only export of a dataset with fields.")
 @click.option("--shard-samples", type=click.IntRange(min=1), default=1000, show_default=True,
               help="With --as-webdataset: samples per shard.")
+@click.option("--as-yolo", is_flag=True,
+              help="A dataset with boxes: write a YOLO set (images/, labels/*.txt, data.yaml) instead "
+                   "of a tree.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | None, overwrite: bool,
-                   as_list: bool, as_webdataset: bool, shard_samples: int, quiet: bool) -> None:
+                   as_list: bool, as_webdataset: bool, shard_samples: int, as_yolo: bool,
+                   quiet: bool) -> None:
     """Write DST back as an ImageFolder tree OUT/<class>/<image>.
 
     Codec original: the files are the source's, byte for byte, at their original relative
@@ -91,12 +95,22 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
     Skipped files were never packed and are not exported; every class folder is made, even
     an empty one. OUT must be new or empty (exit 3 otherwise, unless --overwrite).
     --as-webdataset writes shards of every sample's fields instead, and prints the --field
-    options that convert them back.
+    options that convert them back; --as-yolo writes a dataset with boxes as a YOLO set.
     """
     from packer.cli.formatting import format_export, format_webdataset_export
     from packer.tools.export.webdataset import export_webdataset
     from packer.tools.export.writer import export_dataset
 
+    if as_yolo:
+        if classes or limit is not None or as_list or as_webdataset:
+            raise click.UsageError("--as-yolo exports every sample: it takes no --classes, --limit, "
+                                   "--as-list or --as-webdataset")
+        from packer.cli.formatting import format_yolo_export
+        from packer.tools.export.yolo import export_yolo
+        written = export_yolo(dst, out, overwrite=overwrite, progress=not quiet)
+        if not quiet:
+            say(format_yolo_export(written))
+        return
     if as_webdataset:
         if classes or limit is not None or as_list:
             raise click.UsageError("--as-webdataset exports every sample: it takes no --classes, --limit "
@@ -113,7 +127,8 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
     except DatasetError as err:
         if "export_webdataset()" not in str(err):
             raise
-        raise DatasetError(str(err).replace("with export_webdataset()", "with --as-webdataset")) from None
+        raise DatasetError(str(err).replace("with export_webdataset()", "with --as-webdataset")
+                           .replace("with export_yolo()", "with --as-yolo")) from None
     except PackerError:  # some are ValueErrors too (UnsafeKeyError): the data's fault, not a usage error
         raise
     except ValueError as err:

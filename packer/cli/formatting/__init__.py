@@ -11,6 +11,7 @@ from packer.cli.formatting.dataset import (
     format_sheet,
     format_verify,
     format_webdataset_export,
+    format_yolo_export,
 )
 from packer.cli.formatting.listing import MAX_LISTED, append_listing
 from packer.cli.formatting.measure import format_bench, format_demo, format_profile, format_sweep
@@ -20,4 +21,4 @@ __all__ = ["MAX_LISTED", "append_listing", "format_bench", "format_conversion", 
            "format_export", "format_field_stats", "format_gc", "format_info", "format_merge", "format_plan",
            "format_profile",
            "format_sample_info", "format_sheet", "format_sweep", "format_task", "format_update",
-           "format_verify", "format_webdataset_export"]
+           "format_verify", "format_webdataset_export", "format_yolo_export"]

@@ -11,6 +11,7 @@ from packer.cli.formatting.listing import MAX_LISTED, append_listing
 from packer.sizes import format_size
 from packer.tools.export.webdataset import WebDatasetExport
 from packer.tools.export.writer import ExportResult
+from packer.tools.export.yolo import YoloExport
 from packer.tools.info import DatasetInfo
 from packer.tools.preview.sheet import ContactSheet
 from packer.tools.show import SampleInfo
@@ -197,6 +198,14 @@ def format_webdataset_export(result: WebDatasetExport) -> str:
     return (f"Exported {result.written} samples as {len(result.shards)} WebDataset shard(s) to {result.out} "
             f"({format_size(result.bytes_written)}, {result.seconds:.1f} s).\n"
             f"  convert it back with: packer convert {result.out} DST --to lmdb{fields}")
+
+
+def format_yolo_export(result: YoloExport) -> str:
+    """What was written, and the command that converts it back."""
+    return (f"Exported {result.written} images with {result.boxes} boxes of {len(result.classes)} classes "
+            f"({result.label_files} label files) as a YOLO set to {result.out} "
+            f"({format_size(result.bytes_written)}, {result.seconds:.1f} s).\n"
+            f"  convert it back with: packer convert {result.out} DST --to lmdb --source-format yolo")
 
 
 def format_sheet(sheet: ContactSheet, out: str | os.PathLike[str]) -> str:
