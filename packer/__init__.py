@@ -93,6 +93,7 @@ if TYPE_CHECKING:
     from packer.store.urls import open_store, register_store, store_schemes
     from packer.tools.bench import BenchReport, bench
     from packer.tools.demo.run import DemoReport, run_demo
+    from packer.tools.export.masks import MaskExport, export_masks
     from packer.tools.export.webdataset import WebDatasetExport, export_webdataset
     from packer.tools.export.writer import ExportResult, export_dataset
     from packer.tools.export.yolo import YoloExport, export_yolo
@@ -154,6 +155,7 @@ _HOMES = {
     "packer.tools.export.writer": ["ExportResult", "export_dataset"],
     "packer.tools.export.webdataset": ["WebDatasetExport", "export_webdataset"],
     "packer.tools.export.yolo": ["YoloExport", "export_yolo"],
+    "packer.tools.export.masks": ["MaskExport", "export_masks"],
     "packer.tools.show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
     "packer.tools.preview.sheet": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
     "packer.tools.bench": ["BenchReport", "bench"],
@@ -204,6 +206,7 @@ __all__ = [
     "ExportResult",
     "WebDatasetExport",
     "YoloExport",
+    "MaskExport",
     "Field",
     "FieldDataset",
     "FieldType",
@@ -280,6 +283,7 @@ __all__ = [
     "export_dataset",
     "export_webdataset",
     "export_yolo",
+    "export_masks",
     "field_statistics",
     "field_type_names",
     "find_classes",

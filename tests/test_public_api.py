@@ -40,7 +40,7 @@ PUBLIC = sorted([
     "dataset_info", "DatasetInfo", "dataset_versions", "field_statistics", "verify_dataset", "VerifyReport",
     "Problem",
     "export_dataset", "ExportResult", "export_webdataset", "WebDatasetExport",
-    "export_yolo", "YoloExport",
+    "export_yolo", "YoloExport", "export_masks", "MaskExport",
     "sample_info", "SampleInfo", "sample_bytes", "save_sample", "make_contact_sheet",
     "write_contact_sheet", "ContactSheet", "bench", "BenchReport", "run_demo", "DemoReport",
     # remote storage

@@ -82,10 +82,13 @@ def preview(dst: str, out: str, per_class: int, classes: tuple[str, ...], seed: 
 @click.option("--as-yolo", is_flag=True,
               help="A dataset with boxes: write a YOLO set (images/, labels/*.txt, data.yaml) instead "
                    "of a tree.")
+@click.option("--as-masks", is_flag=True,
+              help="A dataset with masks: write the image tree beside the mask tree (its own layout, "
+                   "VOC's or Cityscapes', or images/ and masks/) instead of a class tree.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | None, overwrite: bool,
                    as_list: bool, as_webdataset: bool, shard_samples: int, as_yolo: bool,
-                   quiet: bool) -> None:
+                   as_masks: bool, quiet: bool) -> None:
     """Write DST back as an ImageFolder tree OUT/<class>/<image>.
 
     Codec original: the files are the source's, byte for byte, at their original relative
@@ -95,16 +98,26 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
     Skipped files were never packed and are not exported; every class folder is made, even
     an empty one. OUT must be new or empty (exit 3 otherwise, unless --overwrite).
     --as-webdataset writes shards of every sample's fields instead, and prints the --field
-    options that convert them back; --as-yolo writes a dataset with boxes as a YOLO set.
+    options that convert them back; --as-yolo writes a dataset with boxes as a YOLO set, and
+    --as-masks a dataset with masks as its image and mask trees.
     """
     from packer.cli.formatting import format_export, format_webdataset_export
     from packer.tools.export.webdataset import export_webdataset
     from packer.tools.export.writer import export_dataset
 
+    layouts = [flag for flag, given in (("--as-webdataset", as_webdataset), ("--as-yolo", as_yolo),
+                                        ("--as-masks", as_masks)) if given]
+    if layouts and (len(layouts) > 1 or classes or limit is not None or as_list):
+        raise click.UsageError(f"{' and '.join(layouts)}: give one layout; it exports every sample, so it "
+                               "takes no --classes, --limit or --as-list")
+    if as_masks:
+        from packer.cli.formatting import format_mask_export
+        from packer.tools.export.masks import export_masks
+        pairs = export_masks(dst, out, overwrite=overwrite, progress=not quiet)
+        if not quiet:
+            say(format_mask_export(pairs))
+        return
     if as_yolo:
-        if classes or limit is not None or as_list or as_webdataset:
-            raise click.UsageError("--as-yolo exports every sample: it takes no --classes, --limit, "
-                                   "--as-list or --as-webdataset")
         from packer.cli.formatting import format_yolo_export
         from packer.tools.export.yolo import export_yolo
         written = export_yolo(dst, out, overwrite=overwrite, progress=not quiet)
@@ -112,9 +125,6 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
             say(format_yolo_export(written))
         return
     if as_webdataset:
-        if classes or limit is not None or as_list:
-            raise click.UsageError("--as-webdataset exports every sample: it takes no --classes, --limit "
-                                   "or --as-list")
         shards = export_webdataset(dst, out, samples_per_shard=shard_samples, overwrite=overwrite,
                                    progress=not quiet)
         if not quiet:
@@ -128,7 +138,8 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
         if "export_webdataset()" not in str(err):
             raise
         raise DatasetError(str(err).replace("with export_webdataset()", "with --as-webdataset")
-                           .replace("with export_yolo()", "with --as-yolo")) from None
+                           .replace("with export_yolo()", "with --as-yolo")
+                           .replace("with export_masks()", "with --as-masks")) from None
     except PackerError:  # some are ValueErrors too (UnsafeKeyError): the data's fault, not a usage error
         raise
     except ValueError as err:

@@ -7,6 +7,7 @@ from packer.cli.formatting.dataset import (
     format_export,
     format_field_stats,
     format_info,
+    format_mask_export,
     format_sample_info,
     format_sheet,
     format_verify,
@@ -18,7 +19,8 @@ from packer.cli.formatting.measure import format_bench, format_demo, format_prof
 from packer.cli.formatting.versions import format_gc, format_update
 
 __all__ = ["MAX_LISTED", "append_listing", "format_bench", "format_conversion", "format_demo",
-           "format_export", "format_field_stats", "format_gc", "format_info", "format_merge", "format_plan",
+           "format_export", "format_field_stats", "format_gc", "format_info", "format_mask_export",
+           "format_merge", "format_plan",
            "format_profile",
            "format_sample_info", "format_sheet", "format_sweep", "format_task", "format_update",
            "format_verify", "format_webdataset_export", "format_yolo_export"]

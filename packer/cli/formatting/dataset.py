@@ -9,6 +9,7 @@ from typing import Any
 
 from packer.cli.formatting.listing import MAX_LISTED, append_listing
 from packer.sizes import format_size
+from packer.tools.export.masks import MaskExport
 from packer.tools.export.webdataset import WebDatasetExport
 from packer.tools.export.writer import ExportResult
 from packer.tools.export.yolo import YoloExport
@@ -18,7 +19,7 @@ from packer.tools.show import SampleInfo
 from packer.tools.verify import VerifyReport
 
 __all__ = ["format_export", "format_field_stats", "format_info", "format_sample_info", "format_sheet",
-           "format_verify"]
+           "format_mask_export", "format_verify", "format_webdataset_export", "format_yolo_export"]
 
 
 def _listed(lines: list[str], title: str, items: list[str]) -> None:
@@ -198,6 +199,15 @@ def format_webdataset_export(result: WebDatasetExport) -> str:
     return (f"Exported {result.written} samples as {len(result.shards)} WebDataset shard(s) to {result.out} "
             f"({format_size(result.bytes_written)}, {result.seconds:.1f} s).\n"
             f"  convert it back with: packer convert {result.out} DST --to lmdb{fields}")
+
+
+def format_mask_export(result: MaskExport) -> str:
+    """What was written, and the command that converts it back."""
+    classes = f" --classes {result.classes_file}" if result.classes_file else ""
+    return (f"Exported {result.written} images and their masks ({result.layout} layout) to {result.out} "
+            f"({format_size(result.bytes_written)}, {result.seconds:.1f} s).\n"
+            f"  convert it back with: packer convert {result.out} DST --to lmdb --source-format masks"
+            f"{classes}")
 
 
 def format_yolo_export(result: YoloExport) -> str:

@@ -42,7 +42,7 @@ from packer.format.shardset import ShardSet
 from packer.keys import check_key
 from packer.progressbar import ProgressBar
 from packer.source.webdataset.samples import IMAGE_EXTENSIONS
-from packer.tools.export.writer import _check_out, _make_dirs, _write_file
+from packer.tools.export.files import check_out, make_dirs, write_file
 
 __all__ = ["WebDatasetExport", "export_webdataset"]
 
@@ -178,7 +178,7 @@ def export_webdataset(dst: str | os.PathLike[str], out: str | os.PathLike[str], 
     shards = ShardSet(dst)
     try:
         manifest = shards.manifest
-        _check_out(top, shards.root, manifest.source, overwrite=overwrite)
+        check_out(top, shards.root, manifest.source, overwrite=overwrite)
         if os.path.exists(os.path.join(top, "shard-000000.tar")) and not overwrite:
             raise OutputExistsError(f"{top!r} holds shards already: pass overwrite=True to replace them.")
         members = _extensions(manifest.schema, _recorded_members(manifest))
@@ -186,7 +186,7 @@ def export_webdataset(dst: str | os.PathLike[str], out: str | os.PathLike[str], 
         classes = os.path.join(top, "classes.txt") if manifest.schema.label_field() is not None else None
         if classes is not None:
             text = "".join(f"{c}\n" for c in manifest.classes).encode("utf-8", "surrogateescape")
-            _write_file(classes, text)
+            write_file(classes, text)
     finally:
         shards.close()
     stored = manifest.schema.in_record()
@@ -205,7 +205,7 @@ def _write_shards(shards: ShardSet, top: str, members: dict[str, str], per_shard
     labelled = manifest.schema.label_field() is not None
     decoder = stored_decoder(manifest.schema)
     decoded = tuple(f.name for f in stored if f.type in ("mask", "ndarray", *_AS_JSON, *_AS_TEXT))
-    _make_dirs(top)
+    make_dirs(top)
     written, names = 0, []
     with ProgressBar(total=count, unit="sample", desc="exporting", disable=None if progress else True,
                      dynamic_ncols=True) as bar:
@@ -223,7 +223,7 @@ def _write_shards(shards: ShardSet, top: str, members: dict[str, str], per_shard
                     group.append((f"{keys[i]}.cls", str(int(index.targets[i])).encode()))
             name = f"shard-{len(names):06d}.tar"
             data = _tar(iter(group))
-            _write_file(os.path.join(top, name), data)
+            write_file(os.path.join(top, name), data)
             written, names = written + len(data), [*names, name]
             bar.update(len(chosen))
     return names, written

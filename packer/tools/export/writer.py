@@ -44,13 +44,12 @@ a copy that can simply be run again (``--overwrite``).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from packer.errors import DatasetError, OutputError, OutputExistsError, ShardError
+from packer.errors import DatasetError, ShardError
 from packer.format.codecs import Codec, get_codec
 from packer.format.manifest import MANIFEST_NAME
 from packer.format.sample_index import SampleIndex
@@ -58,6 +57,7 @@ from packer.format.shardset import ShardSet
 from packer.progressbar import ProgressBar
 from packer.source.imagecheck import decoder_failures
 from packer.tools.consistency import require_consistent
+from packer.tools.export.files import check_out, make_dirs, write_file
 from packer.tools.export.plan import DatasetFiles, ExportPlan, plan_export
 from packer.tools.layout import path_layout, recorded_listing
 from packer.tools.selection import class_members, pick_samples, select_classes
@@ -84,55 +84,6 @@ class ExportResult:
     lists: tuple[str, ...] = ()  # ``as_list``: the list files written beside the samples, under ``out``
 
 
-def _inside(inner: str, outer: str) -> bool:
-    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
-
-
-def _check_out(out: str, root: str, source: str, *, overwrite: bool) -> None:
-    real_out, real_root = os.path.realpath(out), os.path.realpath(root)
-    if _inside(real_out, real_root) or _inside(real_root, real_out):
-        raise OutputError(f"Export target {out!r} and dataset {root!r} lie inside one another: choose "
-                          "a directory outside the dataset.")
-    if source and os.path.realpath(source) == real_out:
-        raise OutputError(f"{out!r} is the source tree {root!r} was converted from: export elsewhere.")
-    if os.path.lexists(out) and not os.path.isdir(out):
-        raise OutputError(f"Export target {out!r} exists and is not a directory: choose another path.")
-    if os.path.isdir(out) and os.listdir(out) and not overwrite:
-        raise OutputExistsError(f"Export target {out!r} is not empty: choose a new directory, or pass "
-                                "overwrite=True to write into it (files of the same names are replaced, "
-                                "nothing is deleted).")
-
-
-def _fail(err: OSError, where: str) -> OutputError:
-    return OutputError(f"Cannot write the export at {err.filename or where!r}: {err.strerror or err}; "
-                       "free space or fix permissions, then export again with overwrite=True.")
-
-
-def _make_dirs(path: str) -> None:
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as err:
-        raise _fail(err, path) from err
-
-
-def _write_file(path: str, data: bytes) -> None:
-    """Write ``data`` under a temporary name in the same folder, then rename it to ``path``."""
-    folder = os.path.dirname(path)
-    tmp = os.path.join(folder, f".packer-export-{os.getpid()}.tmp")
-    try:
-        if not os.path.isdir(folder):
-            os.makedirs(folder, exist_ok=True)
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException as err:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(err, OSError):
-            raise _fail(err, path) from err
-        raise
-
-
 def _selected(shards: ShardSet, index: SampleIndex, class_ids: list[int],
               limit: int | None) -> Sequence[int]:
     if limit is None and len(class_ids) == len(shards.manifest.classes):
@@ -155,7 +106,7 @@ def _write_all(shards: ShardSet, top: str, plan: ExportPlan, chosen: Sequence[in
                progress: bool) -> int:
     """Make every class folder, write each chosen sample, then the lists; return the bytes written."""
     for name in plan.folders:
-        _make_dirs(os.path.join(top, name))
+        make_dirs(os.path.join(top, name))
     written = 0
     names = plan.names
     with ProgressBar(total=len(chosen), unit="img", desc="exporting", disable=None if progress else True,
@@ -164,12 +115,12 @@ def _write_all(shards: ShardSet, top: str, plan: ExportPlan, chosen: Sequence[in
             batch = chosen[start:start + _BATCH]
             for name, payload in zip(names[start:start + _BATCH], shards.read_many(batch), strict=True):
                 data = _converted(codec, payload, name)
-                _write_file(os.path.join(top, *name.split("/")), data)
+                write_file(os.path.join(top, *name.split("/")), data)
                 written += len(data)
             bar.update(len(batch))
     for name, text in plan.lists:
         data = text.encode("utf-8", "surrogateescape")
-        _write_file(os.path.join(top, name), data)
+        write_file(os.path.join(top, name), data)
         written += len(data)
     return written
 
@@ -187,7 +138,7 @@ def _planned(shards: ShardSet, top: str, classes: Iterable[str] | None, limit: i
     if as_list and layout == "tree":
         raise ValueError(f"{shards.root!r} was converted from a folder tree, not a list file, WebDataset "
                          "shards or Parquet tables: export it as a tree (without as_list=True)")
-    _check_out(top, shards.root, listing["root"] if listing else manifest.source, overwrite=overwrite)
+    check_out(top, shards.root, listing["root"] if listing else manifest.source, overwrite=overwrite)
     class_ids = select_classes(manifest.classes, classes)
     chosen = _selected(shards, shards.index, class_ids, limit)
     fmt = get_codec(manifest.codec, manifest.codec_params).export_format()
@@ -245,7 +196,8 @@ def export_dataset(
             raise DatasetError(f"{shards.root!r} holds samples with fields "
                                f"({', '.join(manifest.schema.names())}), which a tree of class folders "
                                "cannot hold: export it as WebDataset shards with export_webdataset(), "
-                               "every field a member (or boxes as a YOLO set with export_yolo()).")
+                               "every field a member (or boxes as a YOLO set with export_yolo(), masks "
+                               "beside their images with export_masks()).")
         chosen, class_ids, plan = _planned(shards, top, classes, limit, overwrite=overwrite, as_list=as_list)
         codec = get_codec(manifest.codec, manifest.codec_params)
         written = _write_all(shards, top, plan, chosen, codec, progress=progress)

@@ -34,7 +34,7 @@ from packer.format.fields.types.targets import as_xyxy
 from packer.format.shardset import ShardSet
 from packer.keys import check_key
 from packer.progressbar import ProgressBar
-from packer.tools.export.writer import _check_out, _make_dirs, _write_file
+from packer.tools.export.files import check_out, make_dirs, write_file
 
 __all__ = ["YoloExport", "export_yolo"]
 
@@ -132,11 +132,11 @@ def export_yolo(dst: str | os.PathLike[str], out: str | os.PathLike[str], *, ove
         paths = [_image_path(index.path(i)) for i in range(manifest.num_samples)]
         for path in paths:
             check_key(path, source=shards.store.describe("paths"), what="sample path")
-        _check_out(top, shards.root, manifest.source, overwrite=overwrite)
+        check_out(top, shards.root, manifest.source, overwrite=overwrite)
         names = list(manifest.schema[labels].params.get("classes") or ())
         counts = _write_samples(shards, top, paths, (image, boxes, labels, segments), progress)
         data = _yaml(names or [str(i) for i in range(counts[2])]).encode("utf-8")
-        _write_file(os.path.join(top, "data.yaml"), data)
+        write_file(os.path.join(top, "data.yaml"), data)
     finally:
         shards.close()
     return YoloExport(top, manifest.num_samples, counts[0], counts[1], tuple(names), counts[3] + len(data),
@@ -154,7 +154,7 @@ def _write_samples(shards: ShardSet, top: str, paths: list[str], names: tuple[st
     params = dict(schema[boxes].params)
     decoder = stored_decoder(schema)
     wanted = tuple(n for n in (boxes, labels, segments) if n)
-    _make_dirs(top)
+    make_dirs(top)
     label_files = box_count = top_class = written = 0
     with ProgressBar(total=len(paths), unit="img", desc="exporting", disable=None if progress else True,
                      dynamic_ncols=True) as bar:
@@ -164,7 +164,7 @@ def _write_samples(shards: ShardSet, top: str, paths: list[str], names: tuple[st
                 stored = decoder.decode(record, (image,), raw=frozenset({image}))[image]
                 values = decoder.decode(record, wanted)
                 data = codec.exported_bytes(stored)
-                _write_file(os.path.join(top, *paths[i].split("/")), data)
+                write_file(os.path.join(top, *paths[i].split("/")), data)
                 written += len(data)
                 found = np.asarray(values[boxes]).reshape(-1, 4)
                 if not len(found):
@@ -173,7 +173,7 @@ def _write_samples(shards: ShardSet, top: str, paths: list[str], names: tuple[st
                 text = _label_text(_normalised(found, params, (described.width, described.height)),
                                    np.asarray(values[labels]), values.get(segments) if segments else None)
                 label_path = "labels/" + posixpath.splitext(paths[i][len("images/"):])[0] + ".txt"
-                _write_file(os.path.join(top, *label_path.split("/")), text.encode("utf-8"))
+                write_file(os.path.join(top, *label_path.split("/")), text.encode("utf-8"))
                 label_files, box_count = label_files + 1, box_count + len(found)
                 top_class = max(top_class, int(np.max(values[labels])) + 1)
                 written += len(text)
