@@ -93,6 +93,7 @@ if TYPE_CHECKING:
     from packer.store.urls import open_store, register_store, store_schemes
     from packer.tools.bench import BenchReport, bench
     from packer.tools.demo.run import DemoReport, run_demo
+    from packer.tools.export.coco import CocoExport, export_coco
     from packer.tools.export.masks import MaskExport, export_masks
     from packer.tools.export.webdataset import WebDatasetExport, export_webdataset
     from packer.tools.export.writer import ExportResult, export_dataset
@@ -156,6 +157,7 @@ _HOMES = {
     "packer.tools.export.webdataset": ["WebDatasetExport", "export_webdataset"],
     "packer.tools.export.yolo": ["YoloExport", "export_yolo"],
     "packer.tools.export.masks": ["MaskExport", "export_masks"],
+    "packer.tools.export.coco": ["CocoExport", "export_coco"],
     "packer.tools.show": ["SampleInfo", "sample_bytes", "sample_info", "save_sample"],
     "packer.tools.preview.sheet": ["ContactSheet", "make_contact_sheet", "write_contact_sheet"],
     "packer.tools.bench": ["BenchReport", "bench"],
@@ -207,6 +209,7 @@ __all__ = [
     "WebDatasetExport",
     "YoloExport",
     "MaskExport",
+    "CocoExport",
     "Field",
     "FieldDataset",
     "FieldType",
@@ -284,6 +287,7 @@ __all__ = [
     "export_webdataset",
     "export_yolo",
     "export_masks",
+    "export_coco",
     "field_statistics",
     "field_type_names",
     "find_classes",

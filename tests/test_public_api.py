@@ -41,6 +41,7 @@ PUBLIC = sorted([
     "Problem",
     "export_dataset", "ExportResult", "export_webdataset", "WebDatasetExport",
     "export_yolo", "YoloExport", "export_masks", "MaskExport",
+    "export_coco", "CocoExport",
     "sample_info", "SampleInfo", "sample_bytes", "save_sample", "make_contact_sheet",
     "write_contact_sheet", "ContactSheet", "bench", "BenchReport", "run_demo", "DemoReport",
     # remote storage

@@ -82,13 +82,16 @@ def preview(dst: str, out: str, per_class: int, classes: tuple[str, ...], seed: 
 @click.option("--as-yolo", is_flag=True,
               help="A dataset with boxes: write a YOLO set (images/, labels/*.txt, data.yaml) instead "
                    "of a tree.")
+@click.option("--as-coco", is_flag=True,
+              help="A dataset with boxes: write a COCO instances file (annotations.json) beside the "
+                   "images instead of a tree.")
 @click.option("--as-masks", is_flag=True,
               help="A dataset with masks: write the image tree beside the mask tree (its own layout, "
                    "VOC's or Cityscapes', or images/ and masks/) instead of a class tree.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | None, overwrite: bool,
                    as_list: bool, as_webdataset: bool, shard_samples: int, as_yolo: bool,
-                   as_masks: bool, quiet: bool) -> None:
+                   as_coco: bool, as_masks: bool, quiet: bool) -> None:
     """Write DST back as an ImageFolder tree OUT/<class>/<image>.
 
     Codec original: the files are the source's, byte for byte, at their original relative
@@ -99,17 +102,25 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
     an empty one. OUT must be new or empty (exit 3 otherwise, unless --overwrite).
     --as-webdataset writes shards of every sample's fields instead, and prints the --field
     options that convert them back; --as-yolo writes a dataset with boxes as a YOLO set, and
-    --as-masks a dataset with masks as its image and mask trees.
+    --as-coco as a COCO file beside its images, and --as-masks a dataset with masks as its image
+    and mask trees.
     """
     from packer.cli.formatting import format_export, format_webdataset_export
     from packer.tools.export.webdataset import export_webdataset
     from packer.tools.export.writer import export_dataset
 
     layouts = [flag for flag, given in (("--as-webdataset", as_webdataset), ("--as-yolo", as_yolo),
-                                        ("--as-masks", as_masks)) if given]
+                                        ("--as-coco", as_coco), ("--as-masks", as_masks)) if given]
     if layouts and (len(layouts) > 1 or classes or limit is not None or as_list):
         raise click.UsageError(f"{' and '.join(layouts)}: give one layout; it exports every sample, so it "
                                "takes no --classes, --limit or --as-list")
+    if as_coco:
+        from packer.cli.formatting import format_coco_export
+        from packer.tools.export.coco import export_coco
+        document = export_coco(dst, out, overwrite=overwrite, progress=not quiet)
+        if not quiet:
+            say(format_coco_export(document))
+        return
     if as_masks:
         from packer.cli.formatting import format_mask_export
         from packer.tools.export.masks import export_masks
@@ -139,7 +150,8 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
             raise
         raise DatasetError(str(err).replace("with export_webdataset()", "with --as-webdataset")
                            .replace("with export_yolo()", "with --as-yolo")
-                           .replace("with export_masks()", "with --as-masks")) from None
+                           .replace("with export_masks()", "with --as-masks")
+                           .replace("with export_coco()", "with --as-coco")) from None
     except PackerError:  # some are ValueErrors too (UnsafeKeyError): the data's fault, not a usage error
         raise
     except ValueError as err:

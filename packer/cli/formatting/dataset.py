@@ -9,6 +9,7 @@ from typing import Any
 
 from packer.cli.formatting.listing import MAX_LISTED, append_listing
 from packer.sizes import format_size
+from packer.tools.export.coco import CocoExport
 from packer.tools.export.masks import MaskExport
 from packer.tools.export.webdataset import WebDatasetExport
 from packer.tools.export.writer import ExportResult
@@ -19,7 +20,8 @@ from packer.tools.show import SampleInfo
 from packer.tools.verify import VerifyReport
 
 __all__ = ["format_export", "format_field_stats", "format_info", "format_sample_info", "format_sheet",
-           "format_mask_export", "format_verify", "format_webdataset_export", "format_yolo_export"]
+           "format_coco_export", "format_mask_export", "format_verify", "format_webdataset_export",
+           "format_yolo_export"]
 
 
 def _listed(lines: list[str], title: str, items: list[str]) -> None:
@@ -199,6 +201,14 @@ def format_webdataset_export(result: WebDatasetExport) -> str:
     return (f"Exported {result.written} samples as {len(result.shards)} WebDataset shard(s) to {result.out} "
             f"({format_size(result.bytes_written)}, {result.seconds:.1f} s).\n"
             f"  convert it back with: packer convert {result.out} DST --to lmdb{fields}")
+
+
+def format_coco_export(result: CocoExport) -> str:
+    """What was written, and the command that converts it back."""
+    return (f"Exported {result.images} images with {result.annotations} annotations of {result.categories} "
+            f"categories as a COCO file to {result.out} ({format_size(result.bytes_written)}, "
+            f"{result.seconds:.1f} s).\n"
+            f"  convert it back with: packer convert {result.annotations_file} DST --to lmdb")
 
 
 def format_mask_export(result: MaskExport) -> str:

@@ -196,8 +196,8 @@ def export_dataset(
             raise DatasetError(f"{shards.root!r} holds samples with fields "
                                f"({', '.join(manifest.schema.names())}), which a tree of class folders "
                                "cannot hold: export it as WebDataset shards with export_webdataset(), "
-                               "every field a member (or boxes as a YOLO set with export_yolo(), masks "
-                               "beside their images with export_masks()).")
+                               "every field a member (or boxes as a YOLO set with export_yolo() or a COCO "
+                               "file with export_coco(), masks beside their images with export_masks()).")
         chosen, class_ids, plan = _planned(shards, top, classes, limit, overwrite=overwrite, as_list=as_list)
         codec = get_codec(manifest.codec, manifest.codec_params)
         written = _write_all(shards, top, plan, chosen, codec, progress=progress)

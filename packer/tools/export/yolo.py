@@ -36,7 +36,7 @@ from packer.keys import check_key
 from packer.progressbar import ProgressBar
 from packer.tools.export.files import check_out, make_dirs, write_file
 
-__all__ = ["YoloExport", "export_yolo"]
+__all__ = ["YoloExport", "detection_fields", "export_yolo"]
 
 _BATCH = 256
 
@@ -54,8 +54,9 @@ class YoloExport:
     seconds: float
 
 
-def _fields(schema: Schema, root: str) -> tuple[str, str, str, str | None]:
-    """The image, boxes, box labels and (a YOLO set's) segments fields.
+def detection_fields(schema: Schema, root: str, what: str = "a YOLO set") -> tuple[str, str, str, str | None]:
+    """The image, boxes, box labels and (a YOLO set's) segments fields; ``what`` the layout
+    being written, for the message.
 
     Raises:
         DatasetError: the samples have no boxes tied to their image, or no labels for them.
@@ -67,7 +68,7 @@ def _fields(schema: Schema, root: str) -> tuple[str, str, str, str | None]:
                    and f.params.get("boxes") == boxes.name), None)
     if image is None or boxes is None or labels is None:
         raise DatasetError(f"{root!r} has no boxes with box labels on its image (fields: "
-                           f"{', '.join(schema.names())}): a YOLO set is boxes and their classes; export "
+                           f"{', '.join(schema.names())}): {what} is boxes and their classes; export "
                            "it with export_webdataset() instead.")
     segments = next((f.name for f in schema if f.name == "segments" and f.type == "json"), None)
     return image.name, boxes.name, labels.name, segments
@@ -128,7 +129,7 @@ def export_yolo(dst: str | os.PathLike[str], out: str | os.PathLike[str], *, ove
     shards = ShardSet(dst)
     try:
         manifest, index = shards.manifest, shards.index
-        image, boxes, labels, segments = _fields(manifest.schema, shards.root)
+        image, boxes, labels, segments = detection_fields(manifest.schema, shards.root)
         paths = [_image_path(index.path(i)) for i in range(manifest.num_samples)]
         for path in paths:
             check_key(path, source=shards.store.describe("paths"), what="sample path")
