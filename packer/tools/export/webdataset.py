@@ -111,7 +111,7 @@ def _member_bytes(field: Field, value: Any, stored: bytes) -> bytes:
         out = io.BytesIO()
         np.save(out, np.asarray(value), allow_pickle=False)
         return out.getvalue()
-    return bytes(value)
+    return bytes(stored)  # bytes, and a plugin's type: its payload as stored
 
 
 def _image_extension(path: str, suffix: str | None, data: bytes) -> str:
