@@ -68,12 +68,15 @@ def test_every_field_is_a_member_webdataset_reads(tmp_path: Path) -> None:
         assert json.loads(member["box_labels.json"]) == sample["box_labels"]
         assert member["caption.txt"].decode() == sample["caption"]
         assert float(member["score.txt"]) == sample["score"] and int(member["cls"]) == sample["label"]
-    assert "caption=caption.txt:text" in result.fields and "boxes=boxes.json:json" in result.fields
+    assert "caption=caption.txt:text" in result.fields and "boxes=boxes.json:boxes.xywh" in result.fields
     back = packer.convert(tmp_path / "out", tmp_path / "back", to="lmdb", workers=1,  # shards and classes.txt
                           fields=list(result.fields), classes_file=result.classes_file).manifest
     assert back.classes == ("indoor", "outdoor") and back.num_samples == len(samples)
     dataset = packer.open_dataset(tmp_path / "back")
     assert [dataset[i]["caption"] for i in range(len(samples))] == [s["caption"] for s in samples]
+    for i, sample in enumerate(samples):  # boxes come back as boxes, exactly
+        assert np.array_equal(dataset[i]["boxes"], sample["boxes"])
+        assert dataset[i]["box_labels"].tolist() == sample["box_labels"]
 
 
 def test_a_webdataset_with_fields_round_trips(tmp_path: Path) -> None:

@@ -145,3 +145,26 @@ def test_the_command_line_prints_the_schema_and_converts(tmp_path: Path) -> None
     assert done.exit_code == 0, done.output
     info = CliRunner().invoke(cli, ["info", str(tmp_path / "ds"), "--json"])
     assert [f["name"] for f in json.loads(info.output)["fields"]] == ["image", "label", "mask", "caption"]
+
+
+def test_boxes_come_from_a_json_member_by_path(tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+    samples = []
+    for i in range(5):
+        objects = [{"bbox": [1.0 + k, 2.0, 6.5, 4.25], "label": (i + k) % 3} for k in range(i % 3)]
+        image = _png(rng.integers(0, 256, (24, 32, 3), np.uint8), "JPEG")
+        samples.append({"__key__": f"d/{i:03d}", "jpg": image, "json": {"objects": objects, "id": i}})
+    shards = _write(tmp_path / "wds", samples)
+    specs = ["boxes=json#objects.bbox:boxes.xywh", "box_labels=json#objects.label:box_labels",
+             "ident=json#id:int"]
+    manifest = packer.convert(shards, tmp_path / "ds", to="lmdb", workers=1, fields=specs).manifest
+    assert [(f.name, f.type) for f in manifest.schema] == [
+        ("image", "image"), ("boxes", "boxes"), ("box_labels", "box_labels"), ("ident", "int")]
+    assert manifest.schema["boxes"].params["format"] == "xywh" and not manifest.skipped
+    dataset = packer.open_dataset(tmp_path / "ds", fields=("boxes", "box_labels", "ident"))
+    for i, sample in enumerate(samples):
+        objects = sample["json"]["objects"]
+        assert dataset[i]["boxes"].reshape(-1, 4).tolist() == [o["bbox"] for o in objects]
+        assert dataset[i]["box_labels"].tolist() == [o["label"] for o in objects] and dataset[i]["ident"] == i
+    with pytest.raises(SourceError, match="box_labels need the boxes"):
+        packer.convert(shards, tmp_path / "x", to="lmdb", fields=["box_labels=json#objects.label:box_labels"])

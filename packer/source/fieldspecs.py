@@ -23,10 +23,16 @@ from typing import Any, Final
 from packer.errors import SourceError
 from packer.source.base import ItemReader, SourceItem
 
-__all__ = ["VALUE_TYPES", "FieldReader", "FieldSpec", "parse_field_specs", "typed_value"]
+__all__ = ["BOX_TYPES", "TARGET_TYPES", "VALUE_TYPES", "FieldReader", "FieldSpec", "check_targets",
+           "parse_field_specs", "target_schema", "typed_value", "value_at"]
 
 #: The types every kind that takes ``fields=`` offers.
 VALUE_TYPES: Final = ("text", "int", "float", "json")
+#: Boxes in each format, in pixels or ``.normalized`` (``boxes`` is ``boxes.xyxy``).
+BOX_TYPES: Final = ("boxes", *(f"boxes.{fmt}{norm}" for fmt in ("xyxy", "xywh", "cxcywh")
+                               for norm in ("", ".normalized")))
+#: Detection targets from structured values: boxes, one class per box, and multi-label classes.
+TARGET_TYPES: Final = (*BOX_TYPES, "box_labels", "labels")
 #: A field name, as :mod:`packer.format.fields.schema` requires (this layer knows no schema).
 _NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 _INTEGER: Final = re.compile(r"\s*[+-]?\d+\s*\Z")
@@ -141,3 +147,42 @@ class FieldReader(ItemReader):
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.inner, self.fields, self.how))
+
+
+def check_targets(found: Sequence[FieldSpec], where: str) -> None:
+    """At most one boxes field, and ``box_labels`` only with it.
+
+    Raises:
+        SourceError: two boxes fields, or box labels without boxes.
+    """
+    boxes = [spec for spec in found if spec.type.startswith("boxes")]
+    if len(boxes) > 1:
+        raise SourceError(f"fields for {where!r}: {', '.join(map(str, boxes))} are two boxes fields: "
+                          "give one.")
+    if any(spec.type == "box_labels" for spec in found) and not boxes:
+        raise SourceError(f"fields for {where!r}: box_labels need the boxes they label: add "
+                          "NAME=KEY:boxes.xywh (or .xyxy, .cxcywh).")
+
+
+def target_schema(spec: FieldSpec, boxes: str, classes: list[str]) -> dict[str, Any]:
+    """The schema entry of a target field (``boxes.*``, ``box_labels``, ``labels``): a box
+    format and units from its type, the boxes field ``boxes`` and the class names ``classes``."""
+    if spec.type.startswith("boxes"):
+        parts = spec.type.split(".")
+        return {"name": spec.name, "type": "boxes", "params": {
+            "image": "image", "format": parts[1] if len(parts) > 1 else "xyxy",
+            "normalized": parts[-1] == "normalized"}}
+    params: dict[str, Any] = {"classes": classes}
+    return {"name": spec.name, "type": spec.type,
+            "params": {**params, "boxes": boxes} if spec.type == "box_labels" else params}
+
+
+def value_at(value: Any, path: Sequence[str]) -> Any:
+    """The value at ``path`` below a structured value: into objects, and across each element of
+    a list (``objects.bbox`` of a list of objects is the list of their ``bbox``)."""
+    for part in path:
+        if isinstance(value, list):
+            value = [item.get(part) if isinstance(item, dict) else None for item in value]
+        else:
+            value = value.get(part) if isinstance(value, dict) else None
+    return value

@@ -30,17 +30,25 @@ import pyarrow as pa
 
 from packer.errors import SourceError
 from packer.source.base import SourceItem
-from packer.source.fieldspecs import VALUE_TYPES, FieldReader, FieldSpec, parse_field_specs, typed_value
+from packer.source.fieldspecs import (
+    TARGET_TYPES,
+    VALUE_TYPES,
+    FieldReader,
+    FieldSpec,
+    check_targets,
+    parse_field_specs,
+    target_schema,
+    typed_value,
+    value_at,
+)
 from packer.source.parquet.schema import json_value, table_features
 from packer.source.sourcefile import UnpackableFile
 
 __all__ = ["PARQUET_TYPES", "ParquetFieldReader", "field_records", "parquet_field_schema",
            "parse_parquet_fields"]
 
-_BOX_TYPES: Final = tuple(f"boxes.{fmt}{norm}" for fmt in ("xyxy", "xywh", "cxcywh")
-                          for norm in ("", ".normalized"))
 #: The types a column can be given.
-PARQUET_TYPES: Final = (*VALUE_TYPES, "boxes", *_BOX_TYPES, "box_labels", "labels")
+PARQUET_TYPES: Final = (*VALUE_TYPES, *TARGET_TYPES)
 _LISTS: Final = ("Sequence", "List", "LargeList")
 #: A row's field values too large to keep (its read raises ``too_large``).
 _TOO_LARGE: Final = "__too_large__"
@@ -53,13 +61,7 @@ def parse_parquet_fields(specs: Sequence[str], *, where: str) -> tuple[FieldSpec
         SourceError: see :func:`packer.source.fieldspecs.parse_field_specs`, and the two rules above.
     """
     found = parse_field_specs(specs, types=PARQUET_TYPES, taken=("image", "label"), where=where)
-    boxes = [spec for spec in found if spec.type.startswith("boxes")]
-    if len(boxes) > 1:
-        raise SourceError(f"fields for {where!r}: {', '.join(map(str, boxes))} are two boxes fields: "
-                          "give one.")
-    if any(spec.type == "box_labels" for spec in found) and not boxes:
-        raise SourceError(f"fields for {where!r}: box_labels need the boxes they label: add "
-                          "NAME=COLUMN:boxes.xywh (or .xyxy, .cxcywh).")
+    check_targets(found, where)
     return found
 
 
@@ -105,28 +107,11 @@ def parquet_field_schema(specs: Sequence[FieldSpec], schema: pa.Schema,
     if classes is not None:
         fields.append({"name": "label", "type": "label", "params": {"classes": list(classes)}})
     for spec in specs:
-        if spec.type.startswith("boxes"):
-            parts = spec.type.split(".")
-            fields.append({"name": spec.name, "type": "boxes", "params": {
-                "image": "image", "format": parts[1] if len(parts) > 1 else "xyxy",
-                "normalized": parts[-1] == "normalized"}})
-        elif spec.type in ("box_labels", "labels"):
-            params = {"classes": _class_names_at(features, spec.key)}
-            fields.append({"name": spec.name, "type": spec.type,
-                           "params": {**params, "boxes": boxes} if spec.type == "box_labels" else params})
+        if spec.type in TARGET_TYPES:
+            fields.append(target_schema(spec, boxes, _class_names_at(features, spec.key)))
         else:
             fields.append({"name": spec.name, "type": spec.type, "params": {}})
     return tuple(fields)
-
-
-def _at(value: Any, path: Sequence[str]) -> Any:
-    """The value at ``path`` below a cell: into structs, and across each element of a list."""
-    for part in path:
-        if isinstance(value, list):
-            value = [item.get(part) if isinstance(item, dict) else None for item in value]
-        else:
-            value = value.get(part) if isinstance(value, dict) else None
-    return value
 
 
 def _plain(value: Any) -> Any:
@@ -151,7 +136,7 @@ def field_records(batch: pa.RecordBatch, specs: Sequence[FieldSpec], max_bytes: 
         for spec in specs:
             column, *path = spec.key.split(".")
             try:
-                record[spec.name] = _plain(_at(cells[column][row], path))
+                record[spec.name] = _plain(value_at(cells[column][row], path))
             except ValueError:
                 record[spec.name] = {_TOO_LARGE: "binary"}
         text = json.dumps(record, sort_keys=True, ensure_ascii=False)

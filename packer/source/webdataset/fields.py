@@ -8,7 +8,12 @@ extension a field beside ``image`` (and ``label``, when the samples have one). T
 * ``bytes``: the member as stored;
 * ``mask``: a lossless image of class indices (a PNG, ``L`` or ``P`` mode), the size of the
   sample's image;
-* ``image``: another image (a depth map, a second view), stored by the conversion's codec.
+* ``image``: another image (a depth map, a second view), stored by the conversion's codec;
+* ``boxes.xywh`` (and the other formats of :data:`~packer.source.fieldspecs.BOX_TYPES`),
+  ``box_labels``, ``labels``: detection targets from a JSON member, the whole member or a path
+  into it after ``#`` (``boxes=json#objects.bbox:boxes.xywh``,
+  ``box_labels=json#objects.label:box_labels``; a path goes into objects and across lists, as
+  for Parquet columns); box labels are unnamed indices.
 
 A member named by a field is never the sample's image. Members are read by byte range when the
 sample is packed, each at most ``max_bytes``. A sample without one of them is skipped as
@@ -24,14 +29,30 @@ from typing import Any, Final
 
 from packer.source.archive.members import Member
 from packer.source.base import SourceItem
-from packer.source.fieldspecs import VALUE_TYPES, FieldReader, FieldSpec, parse_field_specs, typed_value
+from packer.source.fieldspecs import (
+    TARGET_TYPES,
+    VALUE_TYPES,
+    FieldReader,
+    FieldSpec,
+    check_targets,
+    parse_field_specs,
+    target_schema,
+    typed_value,
+    value_at,
+)
 from packer.source.sourcefile import UnpackableFile
 from packer.source.statuses import OK
 
-__all__ = ["MEMBER_TYPES", "MemberFieldReader", "member_locations", "member_schema", "parse_member_fields"]
+__all__ = ["MEMBER_TYPES", "MemberFieldReader", "member_extension", "member_locations", "member_schema",
+           "parse_member_fields"]
 
 #: The types a member can be given.
-MEMBER_TYPES: Final = (*VALUE_TYPES, "bytes", "mask", "image")
+MEMBER_TYPES: Final = (*VALUE_TYPES, "bytes", "mask", "image", *TARGET_TYPES)
+
+
+def member_extension(spec: FieldSpec) -> str:
+    """The member a field reads: its key up to a ``#`` JSON path."""
+    return spec.key.partition("#")[0]
 
 
 def parse_member_fields(specs: Sequence[str], *, where: str) -> tuple[FieldSpec, ...]:
@@ -41,24 +62,30 @@ def parse_member_fields(specs: Sequence[str], *, where: str) -> tuple[FieldSpec,
         SourceError: see :func:`packer.source.fieldspecs.parse_field_specs`.
     """
     lowered = [_lower_key(str(spec)) for spec in specs]
-    return parse_field_specs(lowered, types=MEMBER_TYPES, taken=("image", "label"), where=where,
-                             what="extension")
+    found = parse_field_specs(lowered, types=MEMBER_TYPES, taken=("image", "label"), where=where,
+                              what="extension")
+    check_targets(found, where)
+    return found
 
 
 def _lower_key(spec: str) -> str:
+    """The spec with its member extension lower-cased (a JSON path after ``#`` kept as written)."""
     head, colon, kind = spec.rpartition(":")
     name, equals, key = head.rpartition("=")
-    return f"{name}{equals}{key.lower()}{colon}{kind}"
+    extension, hash_mark, path = key.partition("#")
+    return f"{name}{equals}{extension.lower()}{hash_mark}{path}{colon}{kind}"
 
 
 def member_schema(fields: Sequence[FieldSpec], classes: tuple[str, ...] | None) -> tuple[dict[str, Any], ...]:
     """The schema of samples with ``fields``: ``image``, ``label`` (unless ``classes`` is None:
     the samples have none), then each field in the order given."""
     params = {"mask": {"image": "image"}}
+    boxes = next((f.name for f in fields if f.type.startswith("boxes")), "")
     return ({"name": "image", "type": "image", "params": {}},
             *(({"name": "label", "type": "label", "params": {"classes": list(classes)}},)
               if classes is not None else ()),
-            *({"name": f.name, "type": f.type, "params": params.get(f.type, {})} for f in fields))
+            *(target_schema(f, boxes, []) if f.type in TARGET_TYPES
+              else {"name": f.name, "type": f.type, "params": params.get(f.type, {})} for f in fields))
 
 
 def member_locations(members: dict[str, tuple[Member, bytes | None]],
@@ -67,11 +94,12 @@ def member_locations(members: dict[str, tuple[Member, bytes | None]],
     status]}}``, JSON), and the extensions it lacks."""
     found, missing = {}, []
     for spec in fields:
-        entry = members.get(spec.key)
+        extension = member_extension(spec)
+        entry = members.get(extension)
         if entry is None:
-            missing.append(spec.key)
+            missing.append(extension)
         else:
-            found[spec.key] = [entry[0].offset, entry[0].size, entry[0].status]
+            found[extension] = [entry[0].offset, entry[0].size, entry[0].status]
     return json.dumps({"members": found}, sort_keys=True), missing
 
 
@@ -87,7 +115,8 @@ class MemberFieldReader(FieldReader):
         """
         located = json.loads(metadata)["members"]
         return {"image": data,
-                **{spec.name: self._value(item, spec, located[spec.key]) for spec in self.fields}}
+                **{spec.name: self._value(item, spec, located[member_extension(spec)])
+                   for spec in self.fields}}
 
     def _value(self, item: SourceItem, spec: FieldSpec, location: list[int]) -> Any:
         offset, size, status = location
@@ -98,7 +127,14 @@ class MemberFieldReader(FieldReader):
             raise UnpackableFile(err.reason, f"its {spec.key!r} member: {err.detail}") from None
         if spec.type in ("bytes", "mask", "image"):
             return data
+        extension, _, path = spec.key.partition("#")
         try:
-            return typed_value(spec.type, data.decode("utf-8"), textual=True)
+            text = data.decode("utf-8")
+            if not path and spec.type in VALUE_TYPES:
+                return typed_value(spec.type, text, textual=True)
+            value = value_at(json.loads(text), path.split(".")) if path else json.loads(text)
+            if value is None:
+                raise ValueError(f"{'the path ' + repr(path) if path else 'it'} holds no value")
+            return typed_value(spec.type, value, textual=False) if spec.type in VALUE_TYPES else value
         except (TypeError, ValueError) as err:  # UnicodeDecodeError is a ValueError
             raise UnpackableFile("invalid_value", f"its {spec.key!r} member ({spec.type}): {err}") from None

@@ -37,6 +37,7 @@ from packer.source.registry import expand_pattern
 from packer.source.statuses import MISSING_MEMBER
 from packer.source.webdataset.fields import (
     MemberFieldReader,
+    member_extension,
     member_locations,
     member_schema,
     parse_member_fields,
@@ -189,7 +190,7 @@ class WebDatasetSource(Source):
                      ) -> tuple[list[SourceItem], tuple[str, ...], tuple[str, ...]]:
         """The samples as items with fields: each one's field members located (in its metadata,
         which is not stored), one lacking a member skipped as ``missing_member``."""
-        claimed = frozenset(spec.key for spec in self.fields)
+        claimed = frozenset(member_extension(spec) for spec in self.fields)
         label_member = {self.field.extension} if not self.field.path else set()
         items, texts = [], []
         missing: dict[str, int] = {}

@@ -190,7 +190,7 @@ def export_webdataset(dst: str | os.PathLike[str], out: str | os.PathLike[str], 
     finally:
         shards.close()
     stored = manifest.schema.in_record()
-    specs = tuple(f"{f.name}={members[f.name]}:{_read_back(f.type)}" for f in stored if members[f.name])
+    specs = tuple(f"{f.name}={members[f.name]}:{_read_back(f)}" for f in stored if members[f.name])
     return WebDatasetExport(top, manifest.num_samples, tuple(names), written, members, specs,
                             time.perf_counter() - started, classes)
 
@@ -229,7 +229,10 @@ def _write_shards(shards: ShardSet, top: str, members: dict[str, str], per_shard
     return names, written
 
 
-def _read_back(kind: str) -> str:
-    """The WebDataset member type that reads a field of ``kind`` back (JSON for boxes and labels)."""
-    return kind if kind in ("image", "mask", "text", "int", "float", "json", "bytes") else \
-        "json" if kind in _AS_JSON else "bytes"
+def _read_back(field: Field) -> str:
+    """The WebDataset member type that reads ``field`` back: its own, boxes in their format."""
+    if field.type == "boxes":
+        return f"boxes.{field.params['format']}" + (".normalized" if field.params["normalized"] else "")
+    if field.type in ("image", "mask", "text", "int", "float", "json", "bytes", "box_labels", "labels"):
+        return field.type
+    return "json" if field.type in _AS_JSON else "bytes"
