@@ -54,7 +54,11 @@ def _unregister() -> None:
 
 
 @pytest.fixture
-def keypoints() -> Iterator[None]:
+def keypoints(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # register_field_type reaches forked workers only (an installed plugin uses the packer.fields
+    # entry point, which spawned ones find too); pytest-xdist's threads would make them spawned
+    from packer.conversion.engines import local
+    monkeypatch.setattr(local, "START_METHOD", "fork")
     packer.register_field_type(KeypointsType)
     yield
     _unregister()
