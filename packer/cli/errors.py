@@ -22,7 +22,8 @@ import click
 
 from packer.cli.output import terminal_safe
 
-__all__ = ["ALIASES", "COMMANDS", "cli_message", "in_cli_terms", "interrupted_message", "report_in_cli_terms"]
+__all__ = ["ALIASES", "CALL_FLAGS", "COMMANDS", "cli_message", "in_cli_terms", "interrupted_message",
+           "report_in_cli_terms"]
 
 #: Library function -> the command that runs it (``packer <command>``).
 COMMANDS: Final[Mapping[str, str]] = {
@@ -30,6 +31,13 @@ COMMANDS: Final[Mapping[str, str]] = {
     "update": "update", "merge": "merge", "collect_garbage": "gc", "upgrade": "upgrade",
     "dataset_info": "info", "verify_dataset": "verify", "sample_info": "show", "save_sample": "show",
     "export_dataset": "export", "write_contact_sheet": "preview", "push_dataset": "push",
+    "export_webdataset": "export", "export_yolo": "export", "export_coco": "export", "export_masks": "export",
+}
+
+#: Library functions whose command needs a flag to run them (``packer export --as-yolo``).
+CALL_FLAGS: Final[Mapping[str, str]] = {
+    "export_webdataset": "--as-webdataset", "export_yolo": "--as-yolo", "export_coco": "--as-coco",
+    "export_masks": "--as-masks",
 }
 
 #: Library keywords whose flag is not the keyword with dashes (``open_engine(cores=...)``).
@@ -90,6 +98,7 @@ class _Terms:
         words = ["packer", command.name or match["name"]]
         words += [param.human_readable_name for param in command.params
                   if isinstance(param, click.Argument)]
+        words += [CALL_FLAGS[match["name"]]] if match["name"] in CALL_FLAGS else []
         terms = _Terms(self.group, command)
         for argument in filter(None, (part.strip() for part in match["args"].split(","))):
             name, equals, value = argument.partition("=")

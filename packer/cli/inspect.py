@@ -7,15 +7,18 @@ turns packer's errors into one line and an exit code): parse, call one library f
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 from packer.cli.errors import report_in_cli_terms
 from packer.cli.output import say
-from packer.errors import DatasetError, PackerError
+from packer.errors import PackerError
 
 __all__ = ["export_command", "info", "preview", "show", "verify"]
 
@@ -105,59 +108,37 @@ def export_command(dst: str, out: str, classes: tuple[str, ...], limit: int | No
     --as-coco as a COCO file beside its images, and --as-masks a dataset with masks as its image
     and mask trees.
     """
-    from packer.cli.formatting import format_export, format_webdataset_export
-    from packer.tools.export.webdataset import export_webdataset
+    from packer.cli import formatting
+    from packer.tools.export import coco, masks, webdataset, yolo
     from packer.tools.export.writer import export_dataset
 
-    layouts = [flag for flag, given in (("--as-webdataset", as_webdataset), ("--as-yolo", as_yolo),
-                                        ("--as-coco", as_coco), ("--as-masks", as_masks)) if given]
-    if layouts and (len(layouts) > 1 or classes or limit is not None or as_list):
-        raise click.UsageError(f"{' and '.join(layouts)}: give one layout; it exports every sample, so it "
+    layouts: dict[str, tuple[bool, Callable[..., Any], Callable[[Any], str]]] = {
+        "--as-webdataset": (as_webdataset, functools.partial(webdataset.export_webdataset,
+                                                             samples_per_shard=shard_samples),
+                            formatting.format_webdataset_export),
+        "--as-yolo": (as_yolo, yolo.export_yolo, formatting.format_yolo_export),
+        "--as-coco": (as_coco, coco.export_coco, formatting.format_coco_export),
+        "--as-masks": (as_masks, masks.export_masks, formatting.format_mask_export)}
+    given = [flag for flag, (chosen, _, _) in layouts.items() if chosen]
+    if given and (len(given) > 1 or classes or limit is not None or as_list):
+        raise click.UsageError(f"{' and '.join(given)}: give one layout; it exports every sample, so it "
                                "takes no --classes, --limit or --as-list")
-    if as_coco:
-        from packer.cli.formatting import format_coco_export
-        from packer.tools.export.coco import export_coco
-        document = export_coco(dst, out, overwrite=overwrite, progress=not quiet)
+    if given:
+        _, export, summary = layouts[given[0]]
+        written = export(dst, out, overwrite=overwrite, progress=not quiet)
         if not quiet:
-            say(format_coco_export(document))
-        return
-    if as_masks:
-        from packer.cli.formatting import format_mask_export
-        from packer.tools.export.masks import export_masks
-        pairs = export_masks(dst, out, overwrite=overwrite, progress=not quiet)
-        if not quiet:
-            say(format_mask_export(pairs))
-        return
-    if as_yolo:
-        from packer.cli.formatting import format_yolo_export
-        from packer.tools.export.yolo import export_yolo
-        written = export_yolo(dst, out, overwrite=overwrite, progress=not quiet)
-        if not quiet:
-            say(format_yolo_export(written))
-        return
-    if as_webdataset:
-        shards = export_webdataset(dst, out, samples_per_shard=shard_samples, overwrite=overwrite,
-                                   progress=not quiet)
-        if not quiet:
-            say(format_webdataset_export(shards))
+            say(summary(written))
         return
 
     try:
         result = export_dataset(dst, out, classes=classes or None, limit=limit, overwrite=overwrite,
                                 as_list=as_list, progress=not quiet)
-    except DatasetError as err:
-        if "export_webdataset()" not in str(err):
-            raise
-        raise DatasetError(str(err).replace("with export_webdataset()", "with --as-webdataset")
-                           .replace("with export_yolo()", "with --as-yolo")
-                           .replace("with export_masks()", "with --as-masks")
-                           .replace("with export_coco()", "with --as-coco")) from None
     except PackerError:  # some are ValueErrors too (UnsafeKeyError): the data's fault, not a usage error
         raise
     except ValueError as err:
         raise click.UsageError(str(err)) from None
     if not quiet:
-        say(format_export(result))
+        say(formatting.format_export(result))
 
 
 @click.command(context_settings={"ignore_unknown_options": True})  # so that INDEX may be -1

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -51,9 +51,11 @@ class FieldSpec:
 
 
 def parse_field_specs(specs: Sequence[str], *, types: Sequence[str], taken: Collection[str],
-                      where: str, what: str = "column") -> tuple[FieldSpec, ...]:
+                      where: str, what: str = "column",
+                      normalize_key: Callable[[str], str] = str) -> tuple[FieldSpec, ...]:
     """The fields ``specs`` name, checked: ``types`` the kind offers, ``taken`` the field names
-    the source itself gives (``image``, ``label``), ``where`` names the source in messages.
+    the source itself gives (``image``, ``label``), ``where`` names the source in messages,
+    ``normalize_key`` spells a key as the source does (a WebDataset extension lower-cased).
 
     Raises:
         SourceError: a spec is not ``[NAME=]KEY:TYPE``, names an unknown type, a name that is
@@ -65,8 +67,9 @@ def parse_field_specs(specs: Sequence[str], *, types: Sequence[str], taken: Coll
         text = str(given)
         head, _, kind = text.rpartition(":")
         name, equals, key = head.partition("=")
+        key = normalize_key(key if equals else head)
         if not equals:
-            name, key = head.split(".", 1)[0], head
+            name = key.split(".", 1)[0]
         if not key or kind not in types:
             raise SourceError(f"field {text!r} for {where!r}: give {shape} (e.g. caption:text, "
                               f"caption=txt:text).")

@@ -140,15 +140,14 @@ class SourceComparison:
         if self._encoder is not None:
             names = [f.name for f in self._schema.in_record()]
             try:
-                pairs = zip(unpack_record(source, len(names)), unpack_record(payload, len(names)),
-                            strict=True)
-                number = next(i for i, (a, b) in enumerate(pairs) if bytes(a) != bytes(b))
-            except (ValueError, StopIteration):
-                number = -1
+                pairs = list(zip(unpack_record(source, len(names)), unpack_record(payload, len(names)),
+                                 strict=True))
+            except ValueError:  # a damaged stored record: compared as a whole
+                pairs = []
+            number = next((i for i, (a, b) in enumerate(pairs) if bytes(a) != bytes(b)), -1)
             if number >= 0:
                 where = f"field {names[number]!r}: "
-                source = bytes(unpack_record(source, len(names))[number])
-                payload = bytes(unpack_record(payload, len(names))[number])
+                source, payload = bytes(pairs[number][0]), bytes(pairs[number][1])
         differ = next((i for i, (a, b) in enumerate(zip(source, payload, strict=False)) if a != b),
                       min(len(source), len(payload)))
         return (f"{where}stored {len(payload)} bytes, the source has {len(source)}; they first differ at "

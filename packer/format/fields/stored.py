@@ -14,12 +14,20 @@ from packer.format.fields.record import unpack_record
 from packer.format.fields.schema import Field, Schema
 from packer.format.fields.types.images import ImageType
 
-__all__ = ["first_image_field", "image_payload", "stored_decoder"]
+__all__ = ["first_image_field", "image_payload", "stored_decoder", "tied_field"]
 
 
 def first_image_field(schema: Schema) -> Field | None:
     """The schema's first ``image`` field (the one tools show and time), or None."""
     return next((f for f in schema if f.type == "image"), None)
+
+
+def tied_field(schema: Schema, kind: str, to: Field | None, param: str = "image") -> Field | None:
+    """The first field of type ``kind`` whose ``param`` names the field ``to`` (the mask or the
+    boxes of an image, the box labels of boxes), or None (also when ``to`` is None)."""
+    if to is None:
+        return None
+    return next((f for f in schema if f.type == kind and f.params.get(param) == to.name), None)
 
 
 def image_payload(schema: Schema, record: bytes | memoryview) -> bytes:

@@ -61,19 +61,17 @@ def parse_member_fields(specs: Sequence[str], *, where: str) -> tuple[FieldSpec,
     Raises:
         SourceError: see :func:`packer.source.fieldspecs.parse_field_specs`.
     """
-    lowered = [_lower_key(str(spec)) for spec in specs]
-    found = parse_field_specs(lowered, types=MEMBER_TYPES, taken=("image", "label"), where=where,
-                              what="extension")
+    found = parse_field_specs(specs, types=MEMBER_TYPES, taken=("image", "label"), where=where,
+                              what="extension", normalize_key=_lower_extension)
     check_targets(found, where)
     return found
 
 
-def _lower_key(spec: str) -> str:
-    """The spec with its member extension lower-cased (a JSON path after ``#`` kept as written)."""
-    head, colon, kind = spec.rpartition(":")
-    name, equals, key = head.rpartition("=")
+def _lower_extension(key: str) -> str:
+    """``key`` with its member extension lower-cased, as members' are (a JSON path after ``#``
+    kept as written)."""
     extension, hash_mark, path = key.partition("#")
-    return f"{name}{equals}{extension.lower()}{hash_mark}{path}{colon}{kind}"
+    return f"{extension.lower()}{hash_mark}{path}"
 
 
 def member_schema(fields: Sequence[FieldSpec], classes: tuple[str, ...] | None) -> tuple[dict[str, Any], ...]:
@@ -114,17 +112,28 @@ class MemberFieldReader(FieldReader):
             UnpackableFile: a member is damaged, too large, or does not fit its type.
         """
         located = json.loads(metadata)["members"]
-        return {"image": data,
-                **{spec.name: self._value(item, spec, located[member_extension(spec)])
-                   for spec in self.fields}}
+        read: dict[str, bytes] = {}  # each member read once, however many fields it gives
+        parsed: dict[str, Any] = {}  # and a JSON member parsed once
+        values: dict[str, Any] = {"image": data}
+        for spec in self.fields:
+            extension = member_extension(spec)
+            if extension not in read:
+                read[extension] = self._member(item, spec, located[extension])
+            values[spec.name] = self._value(spec, read[extension], parsed)
+        return values
 
-    def _value(self, item: SourceItem, spec: FieldSpec, location: list[int]) -> Any:
+    def _member(self, item: SourceItem, spec: FieldSpec, location: list[int]) -> bytes:
+        """The bytes of the member at ``location`` in the item's shard."""
         offset, size, status = location
         member = SourceItem(item.relpath, 0, size, item.mtime_ns, (item.locator[0], offset, status))
         try:
-            data = self.inner.read(member) if size or status != OK else b""
+            return self.inner.read(member) if size or status != OK else b""
         except UnpackableFile as err:
-            raise UnpackableFile(err.reason, f"its {spec.key!r} member: {err.detail}") from None
+            raise UnpackableFile(err.reason, f"its {member_extension(spec)!r} member: {err.detail}") from None
+
+    @staticmethod
+    def _value(spec: FieldSpec, data: bytes, parsed: dict[str, Any]) -> Any:
+        """One field's value from its member's bytes (``parsed``: JSON members parsed so far)."""
         if spec.type in ("bytes", "mask", "image"):
             return data
         extension, _, path = spec.key.partition("#")
@@ -132,7 +141,9 @@ class MemberFieldReader(FieldReader):
             text = data.decode("utf-8")
             if not path and spec.type in VALUE_TYPES:
                 return typed_value(spec.type, text, textual=True)
-            value = value_at(json.loads(text), path.split(".")) if path else json.loads(text)
+            if extension not in parsed:
+                parsed[extension] = json.loads(text)
+            value = value_at(parsed[extension], path.split(".")) if path else parsed[extension]
             if value is None:
                 raise ValueError(f"{'the path ' + repr(path) if path else 'it'} holds no value")
             return typed_value(spec.type, value, textual=False) if spec.type in VALUE_TYPES else value

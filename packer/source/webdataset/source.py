@@ -102,6 +102,12 @@ class WebDatasetSource(Source):
         self.fields = parse_member_fields(options.fields, where=location)
         self.scanned: tuple[SourceIndex, tuple[ArchivePart, ...], bool] | None = None
 
+    def _keep_label(self, name: str, size: int) -> bool:
+        """With fields, only the label member is read while indexing: the field members are
+        read by byte range when their sample is packed (metadata is not kept)."""
+        split = split_key(name)
+        return size <= TEXT_LIMIT and split is not None and split[1] == self.field.extension
+
     @classmethod
     def looks_like_shard(cls, path: str) -> bool:
         """Whether the tar at ``path`` looks like a WebDataset shard, from its first members'
@@ -143,7 +149,8 @@ class WebDatasetSource(Source):
         for number, shard in enumerate(shard_paths(self.location)):
             if archive_format(shard) == "zip":
                 raise SourceError(f"{shard!r} is a zip: WebDataset shards are tar files (.tar, .tar.gz).")
-            listing, contents = index_archive(shard, keep=_keep, nested=False)
+            listing, contents = index_archive(shard, keep=self._keep_label if self.fields else _keep,
+                                              nested=False)
             parts.append(listing_part(listing, self.options.max_bytes))
             notes.extend(listing.notes)
             grouping.add_shard(number, listing.members, contents)

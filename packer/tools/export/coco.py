@@ -32,14 +32,11 @@ from packer.format.fields.stored import stored_decoder
 from packer.format.fields.types.targets import as_xyxy
 from packer.format.manifest import Manifest
 from packer.format.shardset import ShardSet
-from packer.keys import check_key
-from packer.progressbar import ProgressBar
 from packer.tools.export.files import check_out, make_dirs, write_file
-from packer.tools.export.yolo import detection_fields
+from packer.tools.export.samples import check_paths, detection_fields, each_record
 
 __all__ = ["CocoExport", "export_coco"]
 
-_BATCH = 256
 #: The file written beside the images.
 ANNOTATIONS_NAME = "annotations.json"
 
@@ -94,14 +91,13 @@ def export_coco(dst: str | os.PathLike[str], out: str | os.PathLike[str], *, ove
     shards = ShardSet(dst)
     try:
         manifest, index = shards.manifest, shards.index
-        detection_fields(manifest.schema, shards.root, "a COCO file")
+        image, boxes, labels, _ = detection_fields(manifest.schema, shards.root, "a COCO file")
         paths = [index.path(i) for i in range(manifest.num_samples)]
-        for path in [*paths, ANNOTATIONS_NAME]:
-            check_key(path, source=shards.store.describe("paths"), what="sample path")
+        check_paths(shards, paths)
         if ANNOTATIONS_NAME in paths:
             raise ValueError(f"a sample's path is {ANNOTATIONS_NAME!r}, the name of the annotations file")
         check_out(top, shards.root, manifest.source, overwrite=overwrite)
-        document, written = _write_images(shards, top, paths, progress)
+        document, written = _write_images(shards, top, paths, (image, boxes, labels), progress)
     finally:
         shards.close()
     text = json.dumps(document, ensure_ascii=False).encode("utf-8")
@@ -111,10 +107,11 @@ def export_coco(dst: str | os.PathLike[str], out: str | os.PathLike[str], *, ove
                       time.perf_counter() - started)
 
 
-def _write_images(shards: ShardSet, top: str, paths: list[str], progress: bool) -> tuple[dict[str, Any], int]:
+def _write_images(shards: ShardSet, top: str, paths: list[str], names: tuple[str, str, str],
+                  progress: bool) -> tuple[dict[str, Any], int]:
     """Write every image; the COCO document of them all, and the bytes written."""
     schema = shards.manifest.schema
-    image, boxes, labels, _ = detection_fields(schema, shards.root, "a COCO file")
+    image, boxes, labels = names
     codec = get_codec(schema[image].params["codec"], schema[image].params["codec_params"])
     params = dict(schema[boxes].params)
     names = list(schema[labels].params.get("classes") or ())
@@ -124,26 +121,21 @@ def _write_images(shards: ShardSet, top: str, paths: list[str], progress: bool) 
     annotations: list[dict[str, Any]] = []
     top_class, written = 0, 0
     make_dirs(top)
-    with ProgressBar(total=len(paths), unit="img", desc="exporting", disable=None if progress else True,
-                     dynamic_ncols=True) as bar:
-        for start in range(0, len(paths), _BATCH):
-            chosen = list(range(start, min(start + _BATCH, len(paths))))
-            for i, record in zip(chosen, shards.read_many(chosen), strict=True):
-                stored = decoder.decode(record, (image,), raw=frozenset({image}))[image]
-                values = decoder.decode(record, (boxes, labels, *kept))
-                data = codec.exported_bytes(stored)
-                write_file(os.path.join(top, *paths[i].split("/")), data)
-                written += len(data)
-                described = codec.describe(stored)
-                ident = int(values["image_id"]) if "image_id" in values else i + 1
-                images.append({"id": ident, "file_name": paths[i], "width": described.width,
-                               "height": described.height})
-                classes = np.asarray(values[labels]).tolist()
-                top_class = max([top_class, *(c + 1 for c in classes)])
-                pixels = _xywh_pixels(np.asarray(values[boxes]).reshape(-1, 4), params,
-                                      (described.width, described.height))
-                annotations += _annotations(ident, pixels, classes, values, len(annotations))
-            bar.update(len(chosen))
+    for i, record in each_record(shards, progress=progress):
+        values = decoder.decode(record, (image, boxes, labels, *kept), raw=frozenset({image}))
+        stored = values[image]
+        data = codec.exported_bytes(stored)
+        write_file(os.path.join(top, *paths[i].split("/")), data)
+        written += len(data)
+        described = codec.describe(stored)
+        ident = int(values["image_id"]) if "image_id" in values else i + 1
+        images.append({"id": ident, "file_name": paths[i], "width": described.width,
+                       "height": described.height})
+        classes = np.asarray(values[labels]).tolist()
+        top_class = max([top_class, *(c + 1 for c in classes)])
+        pixels = _xywh_pixels(np.asarray(values[boxes]).reshape(-1, 4), params,
+                              (described.width, described.height))
+        annotations += _annotations(ident, pixels, classes, values, len(annotations))
     categories = _categories(shards.manifest, names or [str(c) for c in range(top_class)])
     by_label = [c["id"] for c in categories]
     for annotation in annotations:

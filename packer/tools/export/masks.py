@@ -17,30 +17,26 @@ written; OUT must be absent or empty (``overwrite``: files of the same names are
 
 from __future__ import annotations
 
-import io
 import os
 import posixpath
 import time
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
 
 from packer.errors import DatasetError
 from packer.format.codecs import get_codec
 from packer.format.fields.schema import Field, Schema
-from packer.format.fields.stored import first_image_field, stored_decoder
+from packer.format.fields.stored import first_image_field, stored_decoder, tied_field
 from packer.format.manifest import Manifest
 from packer.format.shardset import ShardSet
-from packer.keys import check_key
-from packer.progressbar import ProgressBar
 from packer.source.masks.layouts import LAYOUTS
 from packer.source.pairs import Layout
 from packer.tools.export.files import check_out, make_dirs, write_file
+from packer.tools.export.samples import check_paths, each_record, mask_png
 
 __all__ = ["MaskExport", "export_masks"]
 
-_BATCH = 256
 _PAIRS: Layout = next(layout for layout in LAYOUTS if layout.name == "pairs")
 
 
@@ -63,8 +59,7 @@ def _fields(schema: Schema, root: str) -> tuple[Field, Field]:
         DatasetError: the samples have no mask on their image.
     """
     image = first_image_field(schema)
-    mask = next((f for f in schema if f.type == "mask" and image is not None
-                 and f.params.get("image") == image.name), None)
+    mask = tied_field(schema, "mask", image)
     if image is None or mask is None:
         raise DatasetError(f"{root!r} has no mask on its image (fields: {', '.join(schema.names())}): a mask "
                            "tree is images and their masks; export it with export_webdataset() instead.")
@@ -90,14 +85,6 @@ def _pair_paths(relpath: str, layout: Layout, suffix: str | None) -> tuple[str, 
     return image, f"{layout.others}/{inner}{layout.other_suffix}"
 
 
-def _png(mask: np.ndarray) -> bytes:
-    """``mask`` as a lossless PNG of its values (16-bit where it needs it)."""
-    out = io.BytesIO()
-    image = Image.fromarray(mask.astype(np.uint16)) if mask.dtype == np.uint16 else Image.fromarray(mask)
-    image.save(out, "PNG")
-    return out.getvalue()
-
-
 def export_masks(dst: str | os.PathLike[str], out: str | os.PathLike[str], *, overwrite: bool = False,
                  progress: bool = False) -> MaskExport:
     """Write the packed dataset ``dst`` as an image tree beside a mask tree under ``out`` (see the
@@ -120,9 +107,7 @@ def export_masks(dst: str | os.PathLike[str], out: str | os.PathLike[str], *, ov
         layout = _layout(manifest)
         suffix = get_codec(image.params["codec"], image.params["codec_params"]).export_format().suffix
         pairs = [_pair_paths(index.path(i), layout, suffix) for i in range(manifest.num_samples)]
-        for pair in pairs:
-            for path in pair:
-                check_key(path, source=shards.store.describe("paths"), what="sample path")
+        check_paths(shards, (path for pair in pairs for path in pair))
         check_out(top, shards.root, manifest.source, overwrite=overwrite)
         written = _write_pairs(shards, top, pairs, image, mask, progress)
         names = list(mask.params.get("classes") or ())
@@ -141,17 +126,14 @@ def _write_pairs(shards: ShardSet, top: str, pairs: list[tuple[str, str]], image
     """Write every image and its mask; the bytes written."""
     codec = get_codec(image.params["codec"], image.params["codec_params"])
     decoder = stored_decoder(shards.manifest.schema)
+    stored_png = mask.params["encoding"] == "png"  # the record holds the PNG already: written as is
+    raw = frozenset({image.name, mask.name} if stored_png else {image.name})
     make_dirs(top)
     written = 0
-    with ProgressBar(total=len(pairs), unit="img", desc="exporting", disable=None if progress else True,
-                     dynamic_ncols=True) as bar:
-        for start in range(0, len(pairs), _BATCH):
-            chosen = list(range(start, min(start + _BATCH, len(pairs))))
-            for i, record in zip(chosen, shards.read_many(chosen), strict=True):
-                values = decoder.decode(record, (image.name, mask.name), raw=frozenset({image.name}))
-                for path, data in zip(pairs[i], (codec.exported_bytes(values[image.name]),
-                                                 _png(np.asarray(values[mask.name]))), strict=True):
-                    write_file(os.path.join(top, *path.split("/")), data)
-                    written += len(data)
-            bar.update(len(chosen))
+    for i, record in each_record(shards, progress=progress):
+        values = decoder.decode(record, (image.name, mask.name), raw=raw)
+        mask_file = values[mask.name] if stored_png else mask_png(np.asarray(values[mask.name]))
+        for path, data in zip(pairs[i], (codec.exported_bytes(values[image.name]), mask_file), strict=True):
+            write_file(os.path.join(top, *path.split("/")), data)
+            written += len(data)
     return written

@@ -40,9 +40,9 @@ from packer.format.fields.stored import stored_decoder
 from packer.format.manifest import Manifest
 from packer.format.shardset import ShardSet
 from packer.keys import check_key
-from packer.progressbar import ProgressBar
 from packer.source.webdataset.samples import IMAGE_EXTENSIONS
 from packer.tools.export.files import check_out, make_dirs, write_file
+from packer.tools.export.samples import each_record, mask_png
 
 __all__ = ["WebDatasetExport", "export_webdataset"]
 
@@ -91,27 +91,30 @@ def _extensions(schema: Schema, recorded: dict[str, str]) -> dict[str, str]:
     return found
 
 
-def _member_bytes(field: Field, value: Any, stored: bytes) -> bytes:
-    """The member of one field's value (``stored``: its payload as the record holds it)."""
+def _as_stored(field: Field) -> bool:
+    """Whether a field's member is its payload as the record holds it (no decoding): an image
+    (its codec exports it), a mask stored as PNG, bytes, and a plugin's type."""
+    return (field.type == "image" or (field.type == "mask" and field.params["encoding"] == "png")
+            or field.type not in ("mask", "ndarray", *_AS_JSON, *_AS_TEXT))
+
+
+def _member_bytes(field: Field, value: Any) -> bytes:
+    """The member of one field's ``value``: its stored payload where :func:`_as_stored`, else
+    the decoded value."""
     if field.type == "image":
-        return get_codec(field.params["codec"], field.params["codec_params"]).exported_bytes(stored)
+        return get_codec(field.params["codec"], field.params["codec_params"]).exported_bytes(value)
+    if _as_stored(field):
+        return bytes(value)
     if field.type == "mask":
-        if field.params["encoding"] == "png":
-            return stored
-        from PIL import Image
-        out = io.BytesIO()
-        Image.fromarray(np.asarray(value)).save(out, "PNG")
-        return out.getvalue()
+        return mask_png(np.asarray(value))
     if field.type in _AS_JSON:
         plain = value.tolist() if isinstance(value, np.ndarray) else value
         return json.dumps(plain, ensure_ascii=False, sort_keys=True).encode("utf-8")
     if field.type in _AS_TEXT:
         return (value if isinstance(value, str) else repr(value)).encode("utf-8")
-    if field.type == "ndarray":
-        out = io.BytesIO()
-        np.save(out, np.asarray(value), allow_pickle=False)
-        return out.getvalue()
-    return bytes(stored)  # bytes, and a plugin's type: its payload as stored
+    out = io.BytesIO()  # an ndarray
+    np.save(out, np.asarray(value), allow_pickle=False)
+    return out.getvalue()
 
 
 def _image_extension(path: str, suffix: str | None, data: bytes) -> str:
@@ -204,28 +207,22 @@ def _write_shards(shards: ShardSet, top: str, members: dict[str, str], per_shard
     keys = _keys([index.path(i) for i in range(count)], shards.store.describe("paths"))
     labelled = manifest.schema.label_field() is not None
     decoder = stored_decoder(manifest.schema)
-    decoded = tuple(f.name for f in stored if f.type in ("mask", "ndarray", *_AS_JSON, *_AS_TEXT))
+    raw = frozenset(f.name for f in stored if _as_stored(f))
     make_dirs(top)
-    written, names = 0, []
-    with ProgressBar(total=count, unit="sample", desc="exporting", disable=None if progress else True,
-                     dynamic_ncols=True) as bar:
-        for start in range(0, count, per_shard):
-            chosen = list(range(start, min(start + per_shard, count)))
-            group = []
-            for i, record in zip(chosen, shards.read_many(chosen), strict=True):
-                raw = decoder.decode(record, raw=frozenset(f.name for f in stored))
-                values = decoder.decode(record, decoded)
-                for field in stored:
-                    data = _member_bytes(field, values.get(field.name), raw[field.name])
-                    ext = members[field.name] or _image_extension(index.path(i), suffix, data)
-                    group.append((f"{keys[i]}.{ext}", data))
-                if labelled:
-                    group.append((f"{keys[i]}.cls", str(int(index.targets[i])).encode()))
+    written, names, group = 0, [], []
+    for i, record in each_record(shards, progress=progress, unit="sample"):
+        values = decoder.decode(record, raw=raw)
+        for field in stored:
+            data = _member_bytes(field, values[field.name])
+            ext = members[field.name] or _image_extension(index.path(i), suffix, data)
+            group.append((f"{keys[i]}.{ext}", data))
+        if labelled:
+            group.append((f"{keys[i]}.cls", str(int(index.targets[i])).encode()))
+        if (i + 1) % per_shard == 0 or i + 1 == count:
             name = f"shard-{len(names):06d}.tar"
             data = _tar(iter(group))
             write_file(os.path.join(top, name), data)
-            written, names = written + len(data), [*names, name]
-            bar.update(len(chosen))
+            written, names, group = written + len(data), [*names, name], []
     return names, written
 
 

@@ -26,19 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from packer.errors import DatasetError
 from packer.format.codecs import get_codec
-from packer.format.fields.schema import Schema
-from packer.format.fields.stored import first_image_field, stored_decoder
+from packer.format.fields.stored import stored_decoder
 from packer.format.fields.types.targets import as_xyxy
 from packer.format.shardset import ShardSet
-from packer.keys import check_key
-from packer.progressbar import ProgressBar
 from packer.tools.export.files import check_out, make_dirs, write_file
+from packer.tools.export.samples import check_paths, detection_fields, each_record
 
-__all__ = ["YoloExport", "detection_fields", "export_yolo"]
+__all__ = ["YoloExport", "export_yolo"]
 
-_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -52,26 +48,6 @@ class YoloExport:
     classes: tuple[str, ...]
     bytes_written: int
     seconds: float
-
-
-def detection_fields(schema: Schema, root: str, what: str = "a YOLO set") -> tuple[str, str, str, str | None]:
-    """The image, boxes, box labels and (a YOLO set's) segments fields; ``what`` the layout
-    being written, for the message.
-
-    Raises:
-        DatasetError: the samples have no boxes tied to their image, or no labels for them.
-    """
-    image = first_image_field(schema)
-    boxes = next((f for f in schema if f.type == "boxes" and image is not None
-                  and f.params.get("image") == image.name), None)
-    labels = next((f for f in schema if f.type == "box_labels" and boxes is not None
-                   and f.params.get("boxes") == boxes.name), None)
-    if image is None or boxes is None or labels is None:
-        raise DatasetError(f"{root!r} has no boxes with box labels on its image (fields: "
-                           f"{', '.join(schema.names())}): {what} is boxes and their classes; export "
-                           "it with export_webdataset() instead.")
-    segments = next((f.name for f in schema if f.name == "segments" and f.type == "json"), None)
-    return image.name, boxes.name, labels.name, segments
 
 
 def _number(value: float) -> str:
@@ -131,8 +107,7 @@ def export_yolo(dst: str | os.PathLike[str], out: str | os.PathLike[str], *, ove
         manifest, index = shards.manifest, shards.index
         image, boxes, labels, segments = detection_fields(manifest.schema, shards.root)
         paths = [_image_path(index.path(i)) for i in range(manifest.num_samples)]
-        for path in paths:
-            check_key(path, source=shards.store.describe("paths"), what="sample path")
+        check_paths(shards, paths)
         check_out(top, shards.root, manifest.source, overwrite=overwrite)
         names = list(manifest.schema[labels].params.get("classes") or ())
         counts = _write_samples(shards, top, paths, (image, boxes, labels, segments), progress)
@@ -154,29 +129,24 @@ def _write_samples(shards: ShardSet, top: str, paths: list[str], names: tuple[st
     codec = get_codec(field.params["codec"], field.params["codec_params"])
     params = dict(schema[boxes].params)
     decoder = stored_decoder(schema)
-    wanted = tuple(n for n in (boxes, labels, segments) if n)
+    wanted = (image, *(n for n in (boxes, labels, segments) if n))
     make_dirs(top)
     label_files = box_count = top_class = written = 0
-    with ProgressBar(total=len(paths), unit="img", desc="exporting", disable=None if progress else True,
-                     dynamic_ncols=True) as bar:
-        for start in range(0, len(paths), _BATCH):
-            chosen = list(range(start, min(start + _BATCH, len(paths))))
-            for i, record in zip(chosen, shards.read_many(chosen), strict=True):
-                stored = decoder.decode(record, (image,), raw=frozenset({image}))[image]
-                values = decoder.decode(record, wanted)
-                data = codec.exported_bytes(stored)
-                write_file(os.path.join(top, *paths[i].split("/")), data)
-                written += len(data)
-                found = np.asarray(values[boxes]).reshape(-1, 4)
-                if not len(found):
-                    continue
-                described = codec.describe(stored)
-                text = _label_text(_normalised(found, params, (described.width, described.height)),
-                                   np.asarray(values[labels]), values.get(segments) if segments else None)
-                label_path = "labels/" + posixpath.splitext(paths[i][len("images/"):])[0] + ".txt"
-                write_file(os.path.join(top, *label_path.split("/")), text.encode("utf-8"))
-                label_files, box_count = label_files + 1, box_count + len(found)
-                top_class = max(top_class, int(np.max(values[labels])) + 1)
-                written += len(text)
-            bar.update(len(chosen))
+    for i, record in each_record(shards, progress=progress):
+        values = decoder.decode(record, wanted, raw=frozenset({image}))
+        stored = values[image]
+        data = codec.exported_bytes(stored)
+        write_file(os.path.join(top, *paths[i].split("/")), data)
+        written += len(data)
+        found = np.asarray(values[boxes]).reshape(-1, 4)
+        if not len(found):
+            continue
+        described = codec.describe(stored)
+        text = _label_text(_normalised(found, params, (described.width, described.height)),
+                           np.asarray(values[labels]), values.get(segments) if segments else None)
+        label_path = "labels/" + posixpath.splitext(paths[i][len("images/"):])[0] + ".txt"
+        write_file(os.path.join(top, *label_path.split("/")), text.encode("utf-8"))
+        label_files, box_count = label_files + 1, box_count + len(found)
+        top_class = max(top_class, int(np.max(values[labels])) + 1)
+        written += len(text)
     return label_files, box_count, top_class, written

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from packer.format.fields.schema import Field, Schema
-from packer.format.fields.stored import first_image_field, stored_decoder
+from packer.format.fields.schema import Schema
+from packer.format.fields.stored import first_image_field, stored_decoder, tied_field
 from packer.format.fields.types.targets import as_xyxy
 
 __all__ = ["Overlay", "OverlayReader", "class_colour", "draw_overlay"]
@@ -53,20 +53,15 @@ class Overlay:
         return self.names[index] if 0 <= index < len(self.names) else str(index)
 
 
-def _tied(schema: Schema, kind: str, param: str, to: str) -> Field | None:
-    return next((f for f in schema if f.type == kind and f.params.get(param) == to), None)
-
-
 class OverlayReader:
     """Which fields of ``schema`` a sheet draws (the mask and boxes tied to its first image, the
     box labels of those boxes), and reading them from records."""
 
     def __init__(self, schema: Schema) -> None:
         image = first_image_field(schema)
-        name = image.name if image is not None else ""
-        self.mask = _tied(schema, "mask", "image", name)
-        self.boxes = _tied(schema, "boxes", "image", name)
-        self.labels = _tied(schema, "box_labels", "boxes", self.boxes.name) if self.boxes else None
+        self.mask = tied_field(schema, "mask", image)
+        self.boxes = tied_field(schema, "boxes", image)
+        self.labels = tied_field(schema, "box_labels", self.boxes, "boxes")
         chosen = (self.mask, self.boxes, self.labels)
         self.names = tuple(f.name for f in chosen if f is not None)
         self.decoder = stored_decoder(schema) if self.names else None
