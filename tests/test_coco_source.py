@@ -264,6 +264,17 @@ def test_bad_structure_is_one_error_before_anything_is_written(case: str, messag
     assert not (tmp_path / "ds").exists()
 
 
+def test_a_resizing_codec_is_refused_before_anything_is_written(coco_file: Path, tmp_path: Path) -> None:
+    """Boxes, areas and polygons are in the image's pixels: a resized image would leave them wrong."""
+    with pytest.raises(SourceError, match=r"field 'boxes' .*resize=16.* full size.*nothing was written"):
+        packer.convert(coco_file, tmp_path / "ds", to="lmdb", codec="jpeg", codec_options={"resize": 16})
+    assert not (tmp_path / "ds").exists()
+    result = CliRunner().invoke(cli, ["convert", str(coco_file), str(tmp_path / "ds"), "--to", "lmdb",
+                                      "--codec", "pixels", "--resize", "16"])
+    assert result.exit_code != 0 and "--resize 16" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "ds").exists()
+
+
 def test_a_file_that_is_no_json_object_is_refused(tmp_path: Path) -> None:
     (tmp_path / "coco").mkdir()
     path = tmp_path / "coco" / "instances.json"

@@ -74,3 +74,25 @@ def test_a_damaged_recorded_schema_names_its_source() -> None:
         Schema.from_list({"image": "image"}, source="index.json")
     with pytest.raises(SchemaError, match="index.json: field name"):
         Schema.from_list([{"name": "../x", "type": "text"}], source="index.json")
+
+
+def _resized(codec_params: dict[str, Any], *fields: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"name": "image", "type": "image", "params": {"codec": "pixels", "codec_params": codec_params}},
+            *fields]
+
+
+@pytest.mark.parametrize("field", [
+    {"name": "boxes", "type": "boxes", "params": {"image": "image", "format": "xywh"}},
+    {"name": "mask", "type": "mask", "params": {"image": "image", "classes": ["bg", "fg"]}},
+])
+def test_fields_in_an_image_s_pixels_refuse_a_resizing_codec(field: dict[str, Any]) -> None:
+    with pytest.raises(SchemaError, match=rf"field '{field['name']}' .* pixels of the image field 'image'.*"
+                                          r"resize=64.*full size"):
+        Schema.of(_resized({"resize": 64}, field))
+    # the same field over an image stored at full size is fine
+    assert Schema.of(_resized({}, field))[field["name"]].type == field["type"]
+
+
+def test_normalised_boxes_follow_a_resized_image() -> None:
+    boxes = {"name": "boxes", "type": "boxes", "params": {"image": "image", "normalized": True}}
+    assert Schema.of(_resized({"resize": 64}, boxes))["boxes"].params["normalized"] is True

@@ -186,6 +186,18 @@ def test_a_label_field_needs_its_classes_and_source_options_are_refused(tmp_path
                      to="lmdb")
 
 
+def test_a_codec_that_resizes_under_masks_is_refused_before_a_sample_is_read(tmp_path: Path) -> None:
+    def samples() -> Iterator[dict[str, Any]]:
+        raise AssertionError("the schema and codec are checked before any sample is taken")
+        yield {}
+
+    with pytest.raises(SchemaError, match=r"field 'mask' .*resize=8.*full size .*while loading\)\.$"):
+        packer.write(tmp_path / "ds", samples(), SCHEMA, to="lmdb", codec="pixels",
+                     codec_options={"resize": 8})
+    assert not (tmp_path / "ds").exists()
+    assert list(tmp_path.iterdir()) == []  # no spool either
+
+
 def test_the_imagefolder_classes_refuse_a_dataset_with_fields(tmp_path: Path) -> None:
     packer.write(tmp_path / "ds", _samples(3), SCHEMA, to="lmdb")
     with pytest.raises(DatasetError, match="open_dataset"):

@@ -26,6 +26,7 @@ from packer.conversion.execution import choose_engine
 from packer.conversion.job import plan_source
 from packer.conversion.options import ConversionOptions, conversion_options, option_keywords
 from packer.conversion.run import ConversionResult, write_job
+from packer.conversion.schemas import stored_schema
 from packer.conversion.writing.spool import SPOOL_NAME, SpoolSource, spool_samples
 from packer.errors import SchemaError
 from packer.format.fields.schema import Field, Schema
@@ -83,6 +84,7 @@ def write(dst: str | os.PathLike[str], samples: Iterable[Mapping[str, Any]],
     if given:
         raise TypeError(f"write() takes no source options ({', '.join(sorted(given))}): its source "
                         "is the samples themselves")
+    stored_schema(checked.to_list(), chosen_options)  # a codec the fields cannot follow: refused now
     chosen = choose_engine(engine, workers)
     destination = Destination(dst)
     remove_stale_spools(destination.path)

@@ -73,3 +73,9 @@ class FieldType(ABC):
         """What the fields after this one may check against (see :meth:`encode`): an image
         gives ``{"<name>.size": (width, height)}``. Nothing by default."""
         return {}
+
+    def in_image_pixels(self, params: Mapping[str, Any]) -> bool:
+        """True when the values are measured in the pixels of the image field they refer to (a
+        mask, boxes in pixels): stored resized, that image would no longer fit them, so a schema
+        refuses the pair. False by default."""
+        return False

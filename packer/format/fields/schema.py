@@ -153,4 +153,20 @@ def _checked(spec: Field, earlier: Sequence[Field]) -> Field:
         if match is None or match.type != wanted:
             raise SchemaError(f"field {spec.name!r} ({spec.type}): {param}={target!r} should name an "
                               f"earlier field of type {wanted!r}")
+        if wanted == "image" and kind.in_image_pixels(params):
+            _refuse_resized(spec, match)
     return Field(spec.name, spec.type, params)
+
+
+def _refuse_resized(spec: Field, image: Field) -> None:
+    """A field in ``image``'s pixels cannot follow a codec that stores the image resized: its
+    values would silently stop fitting (boxes outside, masks of another size), so refuse."""
+    resize = (image.params.get("codec_params") or {}).get("resize")
+    if resize is None:
+        return
+    raise SchemaError(
+        f"field {spec.name!r} ({spec.type}) is measured in the pixels of the image field "
+        f"{image.name!r}, which codec {image.params.get('codec')!r} would store resized "
+        f"(resize={resize}), so its values would no longer fit the stored image. Store the images "
+        "at full size (no resize; the joint transforms resize image, masks and boxes together while "
+        f"loading){', or give the boxes normalised to [0, 1]' if 'normalized' in spec.params else ''}.")

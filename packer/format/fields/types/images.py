@@ -148,6 +148,9 @@ class MaskType(FieldType):
     name: ClassVar[str] = "mask"
     refers_to: ClassVar[Mapping[str, str]] = {"image": "image"}
 
+    def in_image_pixels(self, params: Mapping[str, Any]) -> bool:
+        return True
+
     def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         known(params, ("image", "encoding", "dtype", "classes", "ignore"))
         dtype = choice(params, "dtype", ("uint8", "uint16"), "uint8")

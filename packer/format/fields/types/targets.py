@@ -176,6 +176,9 @@ class BoxesType(FieldType):
     name: ClassVar[str] = "boxes"
     refers_to: ClassVar[Mapping[str, str]] = {"image": "image"}
 
+    def in_image_pixels(self, params: Mapping[str, Any]) -> bool:
+        return not params["normalized"]
+
     def check_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         known(params, ("image", "format", "normalized", "clip"))
         return {"image": field_name(params, "image"), "format": choice(params, "format", BOX_FORMATS, "xyxy"),
