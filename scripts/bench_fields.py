@@ -3,23 +3,30 @@
 users run today on the same files (a folder and a COCO JSON or a mask folder, PIL, albumentations).
 
     python scripts/bench_fields.py [--images 256] [--size 512] [--workers 2] [--batch 32]
-                                   [--repeats 3] [--work DIR]
+                                   [--repeats 3] [--work DIR] [--slowfs PATH/TO/slowfs.py]
 
 Makes its own photo-like data under ``--work`` (default: a temporary folder): ``--images``
 JPEGs of 640x480 with 1 to 20 boxes each (a COCO instances file, written with pycocotools'
 conventions) and a palette mask each (a mask folder). Then, in one run, for each task:
 
-- detection, baseline: a ``Dataset`` over the folder and the COCO JSON (parsed once, as
-  pycocotools users do), each image opened with PIL, ``albumentations`` ``LongestMaxSize`` +
+- detection, baseline ("folder"): a ``Dataset`` over the folder and the COCO JSON (parsed once,
+  as pycocotools users do), each image opened with PIL, ``albumentations`` ``LongestMaxSize`` +
   ``PadIfNeeded`` (a letterbox to ``--size``), to a uint8 tensor; packed: ``packer convert`` of
   the COCO file, read with ``decode={"image": False}`` through ``JointLetterbox``;
 - segmentation, baseline: image and mask files opened with PIL, ``albumentations``
   ``RandomScale`` + ``PadIfNeeded`` + ``RandomCrop`` + ``HorizontalFlip``; packed: ``packer.write``
   of the same images and masks, read through ``JointScaleJitterCrop``.
 
-Both sides load through a ``DataLoader`` with ``--workers`` workers, ``--batch`` samples a batch,
-the same output size and ``packer.collate_fields`` (boxes padded); repetitions alternate the
-sides, and the figures are medians of samples per second, with the packed/baseline ratio.
+Each packed dataset is written twice: with the ``original`` codec (the JPEG bytes as they are,
+the same bytes on disk as the folder) and with ``pixels`` (decoded RGB at full size: no decode
+when reading, about 11x the bytes); the bytes of each against the folder's are printed. Every
+side loads through a ``DataLoader`` with ``--workers`` workers, ``--batch`` samples a batch, the
+same output size and ``packer.collate_fields`` (boxes padded); repetitions alternate the sides,
+and the figures are medians of samples per second, with each packed side's ratio to the folder.
+With ``--slowfs`` every side is timed again reading from a slowfs mount of the work folder
+(0.5 ms a metadata round trip, 0.2 ms a read, 1000 MB/s: a cluster's shared storage), where
+the folder pays its opens and stats per image and mask file.
+
 The equal-output check: the letterbox is deterministic, so the packed boxes must equal
 albumentations' within 1 px, sample for sample (the random segmentation crops draw from
 different generators, so they are not compared; tests/test_joint.py holds the joint path to a
@@ -30,17 +37,19 @@ shapes, and a detection sample has a varying number of boxes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
+from bench_read import load_slowfs  # scripts/ is on the path of a script run from it
 from PIL import Image, ImageFilter
 from torch.utils.data import DataLoader, Dataset
 
@@ -161,6 +170,86 @@ def _equal_boxes(packed: Dataset[Any], folder: FolderDetection, count: int) -> i
     return same
 
 
+SLOWFS_PROFILE = {"meta_latency_ms": 0.5, "read_latency_ms": 0.2, "bandwidth_mbs": 1000.0}
+CODECS = ("original", "pixels")
+
+
+def _packed(work: str, coco: str, images_dir: str, pairs: list[dict[str, Any]]) -> None:
+    """The packed datasets under ``work``: detection (convert the COCO file) and segmentation
+    (write the image and mask pairs), once per image codec."""
+    schema = [{"name": "image", "type": "image"},
+              {"name": "mask", "type": "mask",
+               "params": {"image": "image", "classes": [f"c{c}" for c in range(CLASSES + 1)]}}]
+    for codec in CODECS:
+        packer.convert(coco, os.path.join(work, f"det-{codec}.packer"), to="lmdb", root=images_dir,
+                       codec=codec, overwrite=True)
+        packer.write(os.path.join(work, f"seg-{codec}.packer"), _samples(pairs), schema, to="lmdb",
+                     codec=codec, overwrite=True)
+
+
+def _tree_bytes(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(folder, name))
+               for folder, _, names in os.walk(path) for name in names)
+
+
+def _sides(base: str, size: int, aug: Any) -> dict[str, dict[str, Dataset[Any]]]:
+    """Every dataset of the run, reading from ``base`` (the work folder or its slowfs mount)."""
+    images_dir = os.path.join(base, "images")
+    pairs = [{"image": os.path.join(images_dir, name),
+              "mask": os.path.join(base, "masks", name.replace(".jpg", ".png"))}
+             for name in sorted(os.listdir(images_dir))]
+    detection: dict[str, Dataset[Any]] = {
+        "folder": FolderDetection(os.path.join(base, "instances.json"), images_dir, aug["letterbox"])}
+    segmentation: dict[str, Dataset[Any]] = {"folder": FolderSegmentation(pairs, aug["jitter"])}
+    for codec in CODECS:
+        det = packer.open_dataset(os.path.join(base, f"det-{codec}.packer"), decode={"image": False},
+                                  fields=("image", "boxes", "box_labels"))
+        det.transform = packer.JointLetterbox.for_schema(det.schema, size)
+        seg = packer.open_dataset(os.path.join(base, f"seg-{codec}.packer"), decode={"image": False})
+        seg.transform = packer.JointScaleJitterCrop.for_schema(seg.schema, size)
+        detection[codec], segmentation[codec] = det, seg
+    return {"detection": detection, "segmentation": segmentation}
+
+
+@contextlib.contextmanager
+def _storages(work: str, slowfs: str | None) -> Iterator[Iterator[tuple[str, str]]]:
+    """``(name, base folder)`` of each storage the run reads from: the local disk, and the
+    work folder mounted through slowfs (shared-storage round trips) with ``--slowfs``."""
+    with contextlib.ExitStack() as stack:
+        bases = [("local disk", work)]
+        if slowfs is not None:
+            mount = load_slowfs(slowfs).mounted(work, **SLOWFS_PROFILE)
+            bases.append(("slowfs", stack.enter_context(mount)))
+        yield iter(bases)
+
+
+def _augmentations(size: int) -> dict[str, Any]:
+    try:
+        import albumentations as A  # noqa: N812 (its users' name)
+    except ImportError:
+        raise SystemExit("bench_fields needs albumentations (the baseline): "
+                         "pip install albumentations") from None
+    pad = A.PadIfNeeded(size, size, position="center", border_mode=0, fill=114)
+    return {"letterbox": A.Compose([A.LongestMaxSize(size), pad],
+                                   bbox_params=A.BboxParams(format="coco", label_fields=["box_labels"])),
+            "jitter": A.Compose([A.RandomScale((-0.5, 1.0)),
+                                 A.PadIfNeeded(size, size, border_mode=0, fill=0, fill_mask=255),
+                                 A.RandomCrop(size, size), A.HorizontalFlip()])}
+
+
+def _report(storage: str, sides: dict[str, dict[str, Dataset[Any]]], args: argparse.Namespace) -> None:
+    pads: dict[str, dict[str, float]] = {"detection": {"boxes": 0, "box_labels": -1}, "segmentation": {}}
+    for task, datasets in sides.items():
+        rates: dict[str, list[float]] = {name: [] for name in datasets}
+        for _ in range(args.repeats):
+            for name, dataset in datasets.items():
+                rates[name].append(_rate(dataset, args, pads[task]))
+        medians = {name: statistics.median(values) for name, values in rates.items()}
+        cells = "   ".join(f"{name} {medians[name]:7.1f} ({medians[name] / medians['folder']:.2f}x)"
+                           for name in CODECS)
+        print(f"  {storage:<10} {task:<13} folder {medians['folder']:7.1f}   {cells}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=int, default=256)
@@ -169,48 +258,30 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--work", default=None)
+    parser.add_argument("--slowfs", default=None, metavar="PATH/TO/slowfs.py",
+                        help="also read everything through a slowfs mount (shared-storage round trips)")
     args = parser.parse_args()
-    try:
-        import albumentations as A  # noqa: N812 (its users' name)
-    except ImportError:
-        raise SystemExit("bench_fields needs albumentations (the baseline): "
-                         "pip install albumentations") from None
+    aug = _augmentations(args.size)
     work = args.work or tempfile.mkdtemp(prefix="bench-fields-")
     coco, images_dir, pairs = make_data(work, args.images)
-    size, pad = args.size, A.PadIfNeeded(args.size, args.size, position="center", border_mode=0, fill=114)
-    letterbox = A.Compose([A.LongestMaxSize(size), pad],
-                          bbox_params=A.BboxParams(format="coco", label_fields=["box_labels"]))
-    jitter = A.Compose([A.RandomScale((-0.5, 1.0)),
-                        A.PadIfNeeded(size, size, border_mode=0, fill=0, fill_mask=255),
-                        A.RandomCrop(size, size), A.HorizontalFlip()])
-    det_dst, seg_dst = os.path.join(work, "det.packer"), os.path.join(work, "seg.packer")
-    packer.convert(coco, det_dst, to="lmdb", root=images_dir, overwrite=True)
-    schema = [{"name": "image", "type": "image"},
-              {"name": "mask", "type": "mask",
-               "params": {"image": "image", "classes": [f"c{c}" for c in range(CLASSES + 1)]}}]
-    packer.write(seg_dst, _samples(pairs), schema, to="lmdb", overwrite=True)
-    det = packer.open_dataset(det_dst, decode={"image": False}, fields=("image", "boxes", "box_labels"))
-    det.transform = packer.JointLetterbox.for_schema(det.schema, size)
-    seg = packer.open_dataset(seg_dst, decode={"image": False})
-    seg.transform = packer.JointScaleJitterCrop.for_schema(seg.schema, size)
-    folder_det = FolderDetection(coco, images_dir, letterbox)
-    boxes_pad = {"boxes": 0, "box_labels": -1}
-    sides = {"detection": (folder_det, det, boxes_pad),
-             "segmentation": (FolderSegmentation(pairs, jitter), seg, {})}
-    print(f"{args.images} images of {WIDTH}x{HEIGHT}, output {size}x{size}, {args.workers} workers, "
-          f"batch {args.batch}, {args.repeats} interleaved repeats (samples/s, median)")
-    for task, (baseline, packed, pad) in sides.items():
-        rates: dict[str, list[float]] = {"folder + albumentations": [], "packed + joint": []}
-        for _ in range(args.repeats):
-            rates["folder + albumentations"].append(_rate(baseline, args, pad))
-            rates["packed + joint"].append(_rate(packed, args, pad))
-        medians = {name: statistics.median(values) for name, values in rates.items()}
-        ratio = medians["packed + joint"] / medians["folder + albumentations"]
-        print(f"  {task:<13} folder + albumentations {medians['folder + albumentations']:8.1f}   "
-              f"packed + joint {medians['packed + joint']:8.1f}   ratio {ratio:.2f}x")
+    _packed(work, coco, images_dir, pairs)
+    folder_bytes = _tree_bytes(images_dir) + os.path.getsize(coco)
+    sizes = "   ".join(f"{codec} {_tree_bytes(os.path.join(work, f'det-{codec}.packer')) / folder_bytes:.2f}x"
+                       for codec in CODECS)
+    print(f"{args.images} images of {WIDTH}x{HEIGHT}, output {args.size}x{args.size}, {args.workers} "
+          f"workers, batch {args.batch}, {args.repeats} interleaved repeats (samples/s, median; ratio "
+          "to the folder)")
+    print(f"detection datasets' bytes on disk against the JPEGs + COCO file: {sizes}")
+    with _storages(work, args.slowfs) as storages:
+        for storage, base in storages:
+            sides = _sides(base, args.size, aug)
+            _report(storage, sides, args)
+    sides = _sides(work, args.size, aug)
     checked = min(32, args.images)
+    folder = sides["detection"]["folder"]
+    assert isinstance(folder, FolderDetection)
     print(f"equal output (detection letterbox, boxes within 1 px and labels): "
-          f"{_equal_boxes(det, folder_det, checked)} of {checked} samples")
+          f"{_equal_boxes(sides['detection']['original'], folder, checked)} of {checked} samples")
 
 
 if __name__ == "__main__":

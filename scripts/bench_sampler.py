@@ -29,7 +29,6 @@ the block order is where it pays.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -39,6 +38,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
+from bench_read import load_slowfs  # scripts/ is on the path of a script run from it
 from torch.utils.data import DataLoader, RandomSampler
 
 import packer
@@ -121,17 +121,6 @@ def main(argv: list[str] | None = None) -> int:
                         bandwidth_mbs=1000.0) as mounted:
         args.dst = mounted
         return run(args)
-
-
-def load_slowfs(path: str) -> Any:
-    """The slowfs tool, loaded from its file (it is not a package users install)."""
-    spec = importlib.util.spec_from_file_location("slowfs", path)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["slowfs"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def run(args: argparse.Namespace) -> int:

@@ -431,6 +431,9 @@ def test_bench_fields(tmp_path: Path) -> None:
                       "--workers", "0", "--work", tmp_path / "work", cwd=tmp_path).stdout
     assert "6 images of 640x480, output 64x64, 0 workers, batch 3" in text
     for task in ("detection", "segmentation"):
-        line = rf"^  {task} +folder \+ albumentations +[\d.]+ +packed \+ joint +[\d.]+ +ratio [\d.]+x$"
+        line = (rf"^  local disk +{task} +folder +[\d.]+ +original +[\d.]+ \([\d.]+x\) "
+                rf"+pixels +[\d.]+ \([\d.]+x\)$")
         assert re.search(line, text, re.M), text
+    assert "slowfs" not in text  # only with --slowfs
+    assert re.search(r"against the JPEGs \+ COCO file: original [\d.]+x +pixels [\d.]+x$", text, re.M), text
     assert "boxes within 1 px and labels): 6 of 6 samples" in text
