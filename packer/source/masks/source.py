@@ -12,8 +12,9 @@ mask file is a sample with the fields
 The layouts (where the images and masks are, how a mask names its image) are
 :mod:`packer.source.masks.layouts`'. Samples are in the order of the mask tree walked sorted
 (ImageFolder's order); a sample's key is its image's path under the folder holding both trees
-(``JPEGImages/2007_000032.jpg``), and the manifest's per-sample metadata names its mask
-(``{"mask": "SegmentationClass/2007_000032.png"}``).
+(``JPEGImages/2007_000032.jpg``). The scan's per-item metadata names its mask
+(``{"mask": "SegmentationClass/2007_000032.png"}``) for the shard task that reads it; the
+manifest does not keep it (the mask itself is in the sample's record).
 
 ``classes_file=`` (one name per line, line ``i`` naming pixel value ``i``) names the mask's
 classes: a mask with a value that is neither a class nor the ignore value (255; VOC's boundary)
