@@ -8,14 +8,16 @@ to write a tree in its format; a store on a server opens it from the server's fi
 from __future__ import annotations
 
 import csv
+import json
 import shutil
+import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from contract_plugins import RECORD_LOG, DirectoryStore, KeyedCSVSource, PngCodec, open_pool
-from parquet_tools import tree_rows, write_tables
-from sourcekinds import write_tar, write_tar_of_tars, write_webdataset, write_zip
+from parquet_tools import Row, tree_rows, write_tables
+from sourcekinds import add_member, write_tar, write_tar_of_tars, write_webdataset, write_zip
 
 from packer.conversion.engines.select import ENGINES
 from packer.format.backends import BACKENDS, get_backend
@@ -24,7 +26,15 @@ from packer.format.codecs.registry import CODECS
 from packer.source.registry import SOURCES
 from packer.store.base import Store
 from packer.store.urls import STORES, open_store
-from packer.testing import BackendContract, CodecContract, EngineContract, SourceContract, StoreContract
+from packer.testing import (
+    BackendContract,
+    CodecContract,
+    EngineContract,
+    FieldSourceContract,
+    SourceContract,
+    StoreContract,
+    field_values,
+)
 from packer.testing.trees import ImageTree
 
 # -- backends --------------------------------------------------------------------------------
@@ -246,3 +256,47 @@ def test_every_built_in_and_a_plugin_of_each_kind_has_its_contract() -> None:
     plugins = _covered() - built_in
     assert {kind for kind, _ in plugins} == set(registries), f"plugins tested: {sorted(plugins)}"
     assert not plugins & built_in
+
+
+# -- sources with fields ---------------------------------------------------------------------
+
+
+class TestListFieldSource(FieldSourceContract):
+    kind = "list"
+
+    def write_source(self, tree: ImageTree, work: Path) -> tuple[Path, dict[str, Any]]:
+        path = work / "list.csv"
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["path", "label", "caption", "number"])
+            writer.writerows((relpath, tree.classes[label], *field_values(relpath).values())
+                             for relpath, label in tree.files)
+        return path, {"root": tree.root, "fields": ["caption:text", "number:int"]}
+
+
+class TestWebDatasetFieldSource(FieldSourceContract):
+    kind = "webdataset"
+
+    def write_source(self, tree: ImageTree, work: Path) -> tuple[Path, dict[str, Any]]:
+        """Shards of 7 samples: the image, a ``.txt`` caption and a ``.json`` of label and number."""
+        folder = work / "shards"
+        folder.mkdir()
+        for start in range(0, len(tree.files), 7):
+            with tarfile.open(folder / f"shard-{start // 7:06d}.tar", "w") as tar:
+                for relpath, label in tree.files[start:start + 7]:
+                    key, values = relpath.rsplit(".", 1)[0], field_values(relpath)
+                    tar.add(tree.root / relpath, arcname=relpath, recursive=False)
+                    add_member(tar, f"{key}.txt", values["caption"].encode("utf-8"))
+                    add_member(tar, f"{key}.json", json.dumps(
+                        {"label": tree.classes[label], "number": values["number"]}).encode("utf-8"))
+        return folder, {"label_field": "json:label", "fields": ["caption=txt:text", "number=json#number:int"]}
+
+
+class TestParquetFieldSource(FieldSourceContract):
+    kind = "parquet"
+
+    def write_source(self, tree: ImageTree, work: Path) -> tuple[Path, dict[str, Any]]:
+        classes, rows = tree_rows(tree.root)
+        rows = [Row(r.path, r.data, r.label, extra=field_values(str(r.path))) for r in rows]
+        write_tables(work / "tables", rows, files=2, classes=classes, row_group_size=7)
+        return work / "tables", {"fields": ["caption:text", "number:int"]}

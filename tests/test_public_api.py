@@ -58,7 +58,8 @@ PUBLIC = sorted([
 ]) + ERRORS
 
 #: The plugin contract suites (``packer.testing``, documented on the same page).
-TESTING = ["BackendContract", "CodecContract", "EngineContract", "SourceContract", "StoreContract"]
+TESTING = ["BackendContract", "CodecContract", "EngineContract", "FieldSourceContract", "SourceContract",
+           "StoreContract", "field_values"]
 
 #: What packer 0.2.0 exported and no longer does; each still resolves, with a warning.
 DEPRECATED = {"packer": ["FolderIndex", "SOURCES", "get_backend", "parse_size"],

@@ -20,7 +20,10 @@ test module subclasses it with one line, and pytest collects every contract test
 * :class:`StoreContract` (:mod:`packer.testing.stores`): every Store method, missing keys,
   pickling, a dataset read through the store;
 * :class:`SourceContract` (:mod:`packer.testing.sources`): scanning, identities, readers, and a
-  conversion equal to the equivalent tree's.
+  conversion equal to the equivalent tree's;
+* :class:`FieldSourceContract` (:mod:`packer.testing.field_sources`): a source with fields
+  (:func:`field_values` for each image): the dry run's schema, a conversion read back field for
+  field, ``verify --against``, spawned workers.
 
 An implementation that is not registered yet is registered for each test through the kind's
 public register function and removed afterwards. Needs pytest (the ``test`` extra); ``import
@@ -36,10 +39,12 @@ import pytest
 from packer.testing.backends import BackendContract
 from packer.testing.codecs import CodecContract
 from packer.testing.engines import EngineContract
+from packer.testing.field_sources import FieldSourceContract, field_values
 from packer.testing.sources import SourceContract
 from packer.testing.stores import StoreContract
 
-__all__ = ["BackendContract", "CodecContract", "EngineContract", "SourceContract", "StoreContract"]
+__all__ = ["BackendContract", "CodecContract", "EngineContract", "FieldSourceContract", "SourceContract",
+           "StoreContract", "field_values"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -44,15 +44,15 @@ from packer.testing.plugins import registered
 from packer.testing.trees import ImageTree, image_tree
 from packer.tools.verify import verify_dataset
 
-__all__ = ["SourceContract"]
+__all__ = ["KindOfSource", "SourceContract"]
 
-_SHARD_SIZE = "3KB"
+SHARD_SIZE = "3KB"
 #: The reference tree, this kind's source of it, and the options convert() needs for it.
 Written = tuple[ImageTree, Path, dict[str, Any]]
 _REFERENCES: dict[str, tuple[ImageTree, Manifest, list[bytes]]] = {}
 
 
-def _reference(factory: pytest.TempPathFactory, backend: str) -> tuple[ImageTree, Manifest, list[bytes]]:
+def reference_tree(factory: pytest.TempPathFactory, backend: str) -> tuple[ImageTree, Manifest, list[bytes]]:
     """The tree every source contract writes, and its own conversion: made once per session."""
     key = f"{factory.getbasetemp()}:{backend}"
     if key not in _REFERENCES:
@@ -60,16 +60,17 @@ def _reference(factory: pytest.TempPathFactory, backend: str) -> tuple[ImageTree
 
         work = factory.mktemp("source-contract")
         tree = image_tree(work / "tree", count=18, nested=True)
-        manifest = convert(tree.root, work / "tree.packed", to=backend, shard_size=_SHARD_SIZE,
+        manifest = convert(tree.root, work / "tree.packed", to=backend, shard_size=SHARD_SIZE,
                            workers=1).manifest
         dataset = open_dataset(work / "tree.packed", decode=False)
         _REFERENCES[key] = (tree, manifest, [dataset[i][0] for i in range(len(dataset))])
     return _REFERENCES[key]
 
 
-class SourceContract:
-    """Every promise of a kind of source; subclass it with ``kind`` and :meth:`write_source`
-    (see the module docstring)."""
+class KindOfSource:
+    """What every source contract shares: the kind under test (registered for each test when
+    not yet), the backend its conversions write, and the ``written`` fixture: the reference tree
+    and the kind's source of it, from :meth:`write_source`."""
 
     kind: ClassVar[str]
     #: Registered under ``kind`` for the tests, when that name is not registered yet.
@@ -80,9 +81,8 @@ class SourceContract:
     backend: ClassVar[str] = "lmdb"
 
     def write_source(self, tree: ImageTree, work: Path) -> tuple[Path, dict[str, Any]]:
-        """Write ``tree``'s images, with their relative paths and classes, in this kind's format
-        under ``work``; return the source's location and the options ``convert()`` needs
-        (``root=...``, ``label_field=...``; the kind itself is added)."""
+        """Write ``tree`` in this kind's format under ``work``; its location and options. Each
+        contract says what it must hold; a subclass that does not define it fails its tests."""
         pytest.fail(f"{type(self).__name__} must define write_source(tree, work): how to write a "
                     f"tree as a {self.kind} source")
 
@@ -96,11 +96,22 @@ class SourceContract:
     def written(self, tmp_path_factory: pytest.TempPathFactory,
                 tmp_path: Path) -> Written:
         """The reference tree, and this kind's source of it (location, options)."""
-        tree, _, _ = _reference(tmp_path_factory, self.backend)
+        tree, _, _ = reference_tree(tmp_path_factory, self.backend)
         work = tmp_path / "source"
         work.mkdir()
         location, options = self.write_source(tree, work)
         return tree, location, {"source_format": self.kind, **options}
+
+
+class SourceContract(KindOfSource):
+    """Every promise of a kind of source; subclass it with ``kind`` and :meth:`write_source`
+    (see the module docstring)."""
+
+    def write_source(self, tree: ImageTree, work: Path) -> tuple[Path, dict[str, Any]]:
+        """Write ``tree``'s images, with their relative paths and classes, in this kind's format
+        under ``work``; return the source's location and the options ``convert()`` needs
+        (``root=...``, ``label_field=...``; the kind itself is added)."""
+        return super().write_source(tree, work)
 
     def scan(self, location: Path, options: dict[str, Any]) -> tuple[SourceIndex, Source]:
         """Open the source as ``convert()`` does and scan it."""
@@ -160,9 +171,9 @@ class SourceContract:
         from packer.read.opening import open_dataset
 
         tree, location, options = written
-        _, expected, payloads = _reference(tmp_path_factory, self.backend)
+        _, expected, payloads = reference_tree(tmp_path_factory, self.backend)
         dst = tmp_path / "dst"
-        manifest = convert(location, dst, to=self.backend, shard_size=_SHARD_SIZE, workers=2,
+        manifest = convert(location, dst, to=self.backend, shard_size=SHARD_SIZE, workers=2,
                            **options).manifest
         assert manifest.extra["source"]["kind"] == self.kind
         dataset = open_dataset(dst, decode=False)
@@ -187,10 +198,10 @@ class SourceContract:
         from packer.read.opening import open_dataset  # torch: only when a test reads
 
         tree, location, options = written
-        _, _, payloads = _reference(tmp_path_factory, self.backend)
+        _, _, payloads = reference_tree(tmp_path_factory, self.backend)
         monkeypatch.setattr(local_engine, "START_METHOD", "spawn")
         dst = tmp_path / "dst"
-        convert(location, dst, to=self.backend, shard_size=_SHARD_SIZE, workers=2, **options)
+        convert(location, dst, to=self.backend, shard_size=SHARD_SIZE, workers=2, **options)
         dataset = open_dataset(dst, decode=False)
         assert dataset[0][0] == payloads[0]  # the parent has read: workers must not need its handles
         loader = make_loader(dataset, 4, train=False, num_workers=2, persistent_workers=False,
