@@ -1,7 +1,9 @@
 """The dataset half of the backend contract: whole conversions written with the backend.
 
 A conversion must give the source's classes, samples, labels and bytes through
-``open_dataset``; ``verify_dataset`` must catch one flipped byte in a shard; a conversion
+``open_dataset``; ``verify_dataset`` must catch one flipped byte in a shard; a dataset with
+fields (an image, a mask, boxes with labels, a caption, an array) written by ``write`` must read
+back value for value, and ``verify`` catch a flipped byte in it too; a conversion
 SIGKILLed midway must look incomplete, refuse a plain re-run and, resumed, keep its finished
 shards and end with the very files an uninterrupted run writes; an update SIGKILLed midway must
 leave the previous version whole and readable and, run again, equal a fresh conversion.
@@ -23,6 +25,7 @@ from packer.conversion.engines.local import LocalEngine
 from packer.conversion.maintenance.gc import collect_garbage
 from packer.conversion.maintenance.updating import update
 from packer.conversion.run import convert
+from packer.conversion.writing.write import write
 from packer.errors import IncompleteDatasetError, OutputError
 from packer.format.backends import Backend
 from packer.format.manifest import Manifest
@@ -36,6 +39,29 @@ __all__ = ["DatasetContract"]
 
 #: Small enough that a dozen tiny images make about eight shards.
 SHARD_SIZE = "1500"
+
+
+#: The schema of the dataset with fields the contract writes.
+FIELDS_SCHEMA: list[dict[str, Any]] = [
+    {"name": "image", "type": "image"},
+    {"name": "mask", "type": "mask", "params": {"image": "image", "classes": ["bg", "a", "b"]}},
+    {"name": "boxes", "type": "boxes", "params": {"image": "image", "format": "xywh"}},
+    {"name": "box_labels", "type": "box_labels", "params": {"boxes": "boxes", "classes": ["a", "b"]}},
+    {"name": "caption", "type": "text"},
+    {"name": "embedding", "type": "ndarray", "params": {"dtype": "float32", "shape": [None, 3]}},
+]
+
+
+def field_sample(i: int) -> dict[str, Any]:
+    """Sample ``i`` of the dataset with fields: every value from ``i`` alone (sizes, box counts
+    and array lengths vary, zero boxes included)."""
+    rng = np.random.default_rng(i)
+    height, width, count = 10 + i % 3 * 5, 12 + i % 4 * 3, i % 4
+    boxes = np.array([[j, j + 0.5, 3.25, 4 + j] for j in range(count)], np.float32).reshape(count, 4)
+    return {"__key__": f"sample/{i:03d}", "image": rng.integers(0, 256, (height, width, 3), dtype=np.uint8),
+            "mask": rng.integers(0, 3, (height, width), dtype=np.uint8), "boxes": boxes,
+            "box_labels": np.array([j % 2 for j in range(count)], np.int64),
+            "caption": f"sample {i} \u2713", "embedding": rng.standard_normal((i % 5, 3)).astype(np.float32)}
 
 
 def _contents(dst: Path) -> Counter[tuple[int, int]]:
@@ -88,6 +114,27 @@ class DatasetContract:
         assert not report.ok and victim in {problem.path for problem in report.problems}
         assert not verify_dataset(dst, deep=True).ok
         flip_byte(dst / victim, offset)  # flipped back: whole again
+        assert verify_dataset(dst, deep=True).ok
+
+    def test_a_dataset_with_fields_reads_back_and_verify_finds_a_flipped_byte(self, tmp_path: Path) -> None:
+        from packer.read.opening import open_dataset
+
+        dst = tmp_path / "fields"
+        manifest = write(dst, (field_sample(i) for i in range(12)), FIELDS_SCHEMA, to=self.backend.name,
+                         shard_size=SHARD_SIZE, workers=2).manifest
+        assert manifest.backend == self.backend.name and manifest.num_samples == 12
+        dataset = open_dataset(dst)
+        for i in range(12):
+            want, got = field_sample(i), dataset[i]
+            assert np.array_equal(np.asarray(got["image"]), want["image"]), i
+            for name in ("mask", "boxes", "box_labels", "embedding"):
+                assert np.array_equal(np.asarray(got[name]), want[name]), (i, name)
+            assert got["caption"] == want["caption"], i
+        assert verify_dataset(dst, deep=True).ok
+        victim = max(manifest.shards, key=lambda shard: shard.num_bytes).path
+        offset = flip_byte(dst / victim)
+        assert not verify_dataset(dst).ok
+        flip_byte(dst / victim, offset)
         assert verify_dataset(dst, deep=True).ok
 
     @pytest.mark.slow
