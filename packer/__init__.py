@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from packer.read.fields.albumentations import Albumentations
     from packer.read.fields.collate import collate_fields
     from packer.read.fields.dataset import FieldDataset
+    from packer.read.fields.torchvision_v2 import TorchvisionV2
     from packer.read.joint.targets import BoxField
     from packer.read.joint.transforms import JointLetterbox, JointRandomResizedCropFlip, JointScaleJitterCrop
     from packer.read.loader import LoaderSettings, loader_settings, make_loader
@@ -120,6 +121,7 @@ _HOMES = {
     "packer.format.fields.registry": ["field_type_names", "register_field_type"],
     "packer.read.fields.dataset": ["FieldDataset"],
     "packer.read.fields.albumentations": ["Albumentations"],
+    "packer.read.fields.torchvision_v2": ["TorchvisionV2"],
     "packer.read.joint.targets": ["BoxField"],
     "packer.read.joint.transforms": ["JointLetterbox", "JointRandomResizedCropFlip", "JointScaleJitterCrop"],
     "packer.read.fields.collate": ["collate_fields"],
@@ -206,6 +208,7 @@ __all__ = [
     "EngineRequest",
     "ExecutorEngine",
     "ExportResult",
+    "TorchvisionV2",
     "WebDatasetExport",
     "YoloExport",
     "MaskExport",

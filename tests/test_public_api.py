@@ -52,7 +52,7 @@ PUBLIC = sorted([
     "codec_names", "register_codec",
     # samples with fields
     "write", "Schema", "Field", "FieldType", "field_type_names", "register_field_type", "FieldDataset",
-    "collate_fields", "Albumentations", "JointRandomResizedCropFlip", "JointScaleJitterCrop",
+    "collate_fields", "Albumentations", "TorchvisionV2", "JointRandomResizedCropFlip", "JointScaleJitterCrop",
     "JointLetterbox",
     "BoxField",
 ]) + ERRORS
