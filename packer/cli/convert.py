@@ -55,8 +55,8 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
               help="A Parquet table: its image column [default: image, img, ...].")
 @click.option("--field", "fields", multiple=True, metavar="[NAME=]KEY:TYPE",
               help="A column of a CSV or JSON Lines list or of a Parquet table, or a member of "
-                   "WebDataset samples, as a field of TYPE (text, int, float, json; members also bytes, "
-                   "image, mask; members and Parquet columns also boxes.xywh, box_labels, labels, ...): "
+                   "WebDataset samples, as a field of TYPE (text, int, float, json; members and Parquet "
+                   "columns also bytes, image, mask, boxes.xywh, box_labels, labels, ...): "
                    "caption:text, mask=seg.png:mask, boxes=json#objects.bbox:boxes.xywh. Repeat for "
                    "more. Samples then read back as dicts.")
 @click.option("--drop-unannotated", is_flag=True, default=False,

@@ -146,6 +146,16 @@ class ParquetReader(ItemReader):
         if status != OK:
             path = self._image_path(item) if status in PATH_STATUSES else None
             raise _skip(item, self.files[number], self.max_bytes, path, self.root)
+        return self.cell(item, item.size, item.mtime_ns)
+
+    def cell(self, item: SourceItem, size: int, digest: int) -> bytes:
+        """This reader's column at the row of ``item``, which the scan saw with ``size`` bytes
+        and ``digest`` (:func:`digest_of`).
+
+        Raises:
+            SourceError: the cell is not that any more (the table changed under the conversion).
+        """
+        number, group, row = item.locator[:3]
         opened = self._here.get()
         with opened.lock:
             column = self._column(opened, number, group)
@@ -153,12 +163,16 @@ class ParquetReader(ItemReader):
         if cell is None or not cell.is_valid:
             raise self._changed(item, number)
         length = pc.binary_length(cell).as_py()  # from the offsets: nothing copied yet
-        if length != item.size or length > self.max_bytes:
+        if length != size or length > self.max_bytes:
             raise self._changed(item, number)
         data = cell.as_py()
-        if digest_of(data) != item.mtime_ns:
+        if digest_of(data) != digest:
             raise self._changed(item, number)
         return bytes(data)
+
+    def sibling(self, leaf: str, column: str) -> ParquetReader:
+        """A reader of another binary column of the same rows (``leaf``: its bytes' path)."""
+        return ParquetReader(self.files, leaf, column, max_bytes=self.max_bytes)
 
     def _image_path(self, item: SourceItem) -> str:
         """The image path row ``item`` names in its table (a row group's paths kept per process)."""
@@ -190,8 +204,8 @@ class ParquetReader(ItemReader):
 
     def _changed(self, item: SourceItem, number: int) -> SourceError:
         return SourceError(f"Row {item.locator[3]} of {self.files[number]!r} changed during the "
-                           "conversion (its image bytes differ from the scan's): convert again with "
-                           "overwrite=True.")
+                           f"conversion (its bytes in column {self.column!r} differ from the scan's): "
+                           "convert again with overwrite=True.")
 
     def known_skip(self, item: SourceItem) -> str | None:
         """The reason a row without a usable label or image is skipped (None for the rest)."""

@@ -36,7 +36,6 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -45,6 +44,7 @@ from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, Sour
 from packer.source.fieldspecs import FieldSpec
 from packer.source.limits import DEFAULT_MAX_BYTES
 from packer.source.parquet import fields as table_fields
+from packer.source.parquet.cells import binary_cells
 from packer.source.parquet.paths import locate_image
 from packer.source.parquet.read import ParquetReader, digest_of, open_table
 from packer.source.parquet.schema import (
@@ -165,24 +165,14 @@ def _scan_file(number: int, path: str, handle: pq.ParquetFile, layout: TableLayo
 
 
 def _add_images(column: pa.Array, rows: _Rows, max_bytes: int) -> None:
-    """Sizes, digests and suffixes of a batch's image bytes, hashed in place (no copy); sizes
-    from the offsets, so a cell over ``max_bytes`` is told without copying it."""
-    if not pa.types.is_large_binary(column.type) and not pa.types.is_binary(column.type):
-        column = column.cast(pa.large_binary())
-    wide = pa.types.is_large_binary(column.type)
-    buffers = column.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)[
-        column.offset:column.offset + len(column) + 1]
-    data = memoryview(buffers[2]) if buffers[2] is not None else memoryview(b"")
-    nulls = column.is_null().to_numpy(zero_copy_only=False)
-    for i in range(len(column)):
-        start, stop = int(offsets[i]), int(offsets[i + 1])
-        value = data[start:stop]
-        rows.sizes.append(0 if nulls[i] else stop - start)
-        rows.digests.append(-1 if nulls[i] else digest_of(value))
-        rows.images.append(MISSING_IMAGE if nulls[i] else EMPTY if stop == start else
-                           TOO_LARGE if stop - start > max_bytes else OK)
-        rows.suffixes.append("" if nulls[i] else image_suffix(value))
+    """Sizes, digests and suffixes of a batch's image bytes, hashed in place (no copy; a cell
+    over ``max_bytes`` is told from the column's offsets)."""
+    for value in binary_cells(column):
+        rows.sizes.append(0 if value is None else len(value))
+        rows.digests.append(-1 if value is None else digest_of(value))
+        rows.images.append(MISSING_IMAGE if value is None else EMPTY if not len(value) else
+                           TOO_LARGE if len(value) > max_bytes else OK)
+        rows.suffixes.append("" if value is None else image_suffix(value))
 
 
 def _add_files(rows: _Rows, first: int, paths: list[str | None], folder: str, root: str | None,
@@ -272,7 +262,8 @@ def scan_parquet(files: list[str], *, image_column: str | None, label_column: st
                                 label_column=label_column, claimed=table_fields.field_columns(fields))
             if layout is None:
                 layout, first_schema = mine, handle.schema_arrow
-            elif (why := layout.differs(mine)) is not None:
+            elif (why := layout.differs(mine) or table_fields.cells_differ(fields, first_schema,
+                                                                             handle.schema_arrow)):
                 raise SourceError(f"The Parquet file {path!r} does not match {files[0]!r}: {why}. Convert "
                                   "files of one table together (nothing was written).")
             _scan_file(number, path, handle, mine, rows, max_bytes, root)
@@ -367,7 +358,11 @@ class ParquetSource(Source):
         layout = self._scan()[1]
         images = ParquetReader(tuple(self.files), layout.image_leaf, layout.image_column,
                                max_bytes=self.max_bytes, paths=layout.has_path, root=self.root)
-        return table_fields.ParquetFieldReader(images, self.fields) if self.fields else images
+        if not self.fields:
+            return images
+        with open_table(self.files[0]) as handle:  # the scan checked the others agree
+            cells = table_fields.binary_leaves(self.fields, handle.schema_arrow)
+        return table_fields.ParquetFieldReader(images, self.fields, cells)
 
     def item_words(self) -> str:
         """A Parquet source's items are its rows."""
