@@ -90,7 +90,9 @@ def plan_source(source: Source, destination: Destination, state: DestinationStat
     fingerprints = tuple(shard_fingerprint(p.index, recorded, item_identities(items[p.index], labels=True),
                                            metadata[p.index])
                          for p in plans)
-    inputs = tuple(shard_inputs(recorded, item_identities(shard, labels=False)) for shard in items)
+    inputs = tuple(shard_inputs(recorded, item_identities(shard, labels=False),
+                                metadata[i] if schema is not None else ())  # fields are in records
+                   for i, shard in enumerate(items))
     extra = {**source.manifest_extra(),
              "source": {"kind": source.kind, "location": source.location, "params": source.params(),
                         "report": {"notes": list(index.report.notes)} if index.report.notes else {}},

@@ -37,8 +37,8 @@ from packer.source.base import ItemReader, SourceItem
 from packer.source.sourcefile import UnpackableFile
 from packer.store.durable import atomic_write_bytes, fsync_dir, sha256_file
 
-__all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardTask", "Task", "shard_of", "write_segment",
-           "write_shard"]
+__all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardTask", "Task", "field_values", "shard_of",
+           "write_segment", "write_shard"]
 
 #: ``notify(event, relpath)``: ``"file"`` before a file is read (so a crash can be pinned on
 #: it), then ``"packed"`` or ``"skipped"``.
@@ -98,6 +98,12 @@ class _Packed:
         for name in (f.name for f in fields(self)):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
+
+
+def field_values(task: ShardTask) -> tuple[str, ...]:
+    """The items' field values (the scan's JSON per item) when the records hold fields, which
+    make them inputs of the shard's bytes; empty for a dataset of images and classes."""
+    return task.metadata if task.schema is not None else ()
 
 def sample_encoder(task: ShardTask) -> SampleEncoder:
     """How the task's samples become records: by the task's schema, each image field bound to
@@ -201,7 +207,7 @@ def _publish(task: ShardTask, tmp_path: str, packed: _Packed,
         raise
     fsync_dir(task.dst)
     first = -1  # global numbering is only known once every earlier shard is done
-    contents = shard_contents(task.options, packed.digests)
+    contents = shard_contents(task.options, packed.digests, field_values(task))
     entry = ShardEntry(name, first, len(packed.relpaths), num_bytes, checksum, task.inputs, contents)
     result = ShardResult(entry, tuple(packed.relpaths), tuple(packed.targets), tuple(packed.skipped),
                          packed.bytes_in, task.fingerprint, tuple(packed.metadata), tuple(packed.sources),

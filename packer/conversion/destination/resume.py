@@ -68,17 +68,29 @@ def _payload_options(options: dict[str, Any]) -> dict[str, Any]:
     return {key: options[key] for key in _PAYLOAD_OPTIONS}
 
 
-def shard_inputs(options: dict[str, Any], items: Sequence[tuple[Any, ...]]) -> str:
+def shard_inputs(options: dict[str, Any], items: Sequence[tuple[Any, ...]],
+                 fields: Sequence[str] = ()) -> str:
     """What a shard is made of, label-free: the options that decide its bytes and each item's
     ``(relpath, size, mtime_ns)``. ``packer update`` reuses a shard whose inputs are unchanged;
-    labels and list metadata live in the sample index, so relabelling reuses every shard."""
-    return _digest({"options": _payload_options(options), "items": [list(item) for item in items]})
+    labels and list metadata live in the sample index, so relabelling reuses every shard. In a
+    dataset with fields the items' field values (``fields``, the scan's JSON per item) are in the
+    records, so they are inputs too: a changed caption or box rewrites its shard."""
+    return _digest(_inputs_payload(options, items, fields))
 
 
-def shard_contents(options: dict[str, Any], items: Sequence[tuple[str, str]]) -> str:
+def shard_contents(options: dict[str, Any], items: Sequence[tuple[str, str]],
+                   fields: Sequence[str] = ()) -> str:
     """:func:`shard_inputs` by content: each item's ``(relpath, sha256 of its source bytes)``
     (``""`` for a file that could not be read), for ``packer update --checksum``."""
-    return _digest({"options": _payload_options(options), "items": [list(item) for item in items]})
+    return _digest(_inputs_payload(options, items, fields))
+
+
+def _inputs_payload(options: dict[str, Any], items: Sequence[Sequence[Any]],
+                    fields: Sequence[str]) -> dict[str, Any]:
+    payload: dict[str, Any] = {"options": _payload_options(options), "items": [list(item) for item in items]}
+    if fields:  # absent without fields: the inputs of datasets of images and classes are unchanged
+        payload["fields"] = list(fields)
+    return payload
 
 
 def check_resumable(dst: str, marker: dict[str, Any], fingerprint: str, src: str,

@@ -19,6 +19,7 @@ from typing import Any
 from packer.conversion.destination.resume import shard_contents
 from packer.conversion.job import Job
 from packer.conversion.receipts import ShardResult
+from packer.conversion.tasks import field_values
 from packer.format.manifest import Manifest, ShardEntry, SkippedFile
 from packer.format.records import digest_prefix
 from packer.format.sample_index import SampleIndex
@@ -84,7 +85,7 @@ def compare(current: Manifest, index: SampleIndex, job: Job, *,
             old_shard = by_inputs.get(task.inputs)
         else:
             named = [(item.relpath, digests[item.relpath]) for item in task.items]
-            key = shard_contents(job.plan.options, named)
+            key = shard_contents(job.plan.options, named, field_values(task))
             old_shard = by_contents.get(key)
         if old_shard is not None:
             result = _reuse(old_shard, task.items, task.inputs, task.fingerprint, paths_then, sources_then,
