@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from packer.read.baseline import ImageFolderDataset
     from packer.read.datasets import HDF5ImageDataset, LMDBImageDataset, PackedImageDataset
     from packer.read.fields.albumentations import Albumentations
+    from packer.read.fields.coco_masks import CocoMasks
     from packer.read.fields.collate import collate_fields
     from packer.read.fields.dataset import FieldDataset
     from packer.read.fields.torchvision_v2 import TorchvisionV2
@@ -121,6 +122,7 @@ _HOMES = {
     "packer.format.fields.registry": ["field_type_names", "register_field_type"],
     "packer.read.fields.dataset": ["FieldDataset"],
     "packer.read.fields.albumentations": ["Albumentations"],
+    "packer.read.fields.coco_masks": ["CocoMasks"],
     "packer.read.fields.torchvision_v2": ["TorchvisionV2"],
     "packer.read.joint.targets": ["BoxField"],
     "packer.read.joint.transforms": ["JointLetterbox", "JointRandomResizedCropFlip", "JointScaleJitterCrop"],
@@ -192,6 +194,7 @@ __all__ = [
     "CacheError",
     "CacheInfo",
     "CenterCropResize",
+    "CocoMasks",
     "Codec",
     "ContactSheet",
     "ConversionError",

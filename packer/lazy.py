@@ -2,6 +2,7 @@
 
 ``import packer`` (or ``packer.conversion``) then costs almost nothing, the command line starts
 without torch, and each name still lives in exactly one module: the package only says where.
+:func:`optional_module` imports an optional dependency when a feature first needs it.
 """
 
 from __future__ import annotations
@@ -9,9 +10,26 @@ from __future__ import annotations
 import importlib
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
-__all__ = ["lazy_exports"]
+from packer.errors import MissingExtraError
+
+__all__ = ["lazy_exports", "optional_module"]
+
+
+def optional_module(name: str, *, needed_by: str, install: str) -> ModuleType:
+    """The module ``name``, imported now (``needed_by`` names the feature that needs it).
+
+    Raises:
+        MissingExtraError: it cannot be imported; the message says to run ``pip install``
+            ``install`` and why the import failed.
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        raise MissingExtraError(f"{needed_by} needs {name.split('.')[0]}: pip install {install} "
+                                f"({type(err).__name__}: {err})") from None
 
 
 def lazy_exports(package: str, homes: Mapping[str, Sequence[str]], exported: Sequence[str], *,

@@ -52,8 +52,8 @@ PUBLIC = sorted([
     "codec_names", "register_codec",
     # samples with fields
     "write", "Schema", "Field", "FieldType", "field_type_names", "register_field_type", "FieldDataset",
-    "collate_fields", "Albumentations", "TorchvisionV2", "JointRandomResizedCropFlip", "JointScaleJitterCrop",
-    "JointLetterbox",
+    "collate_fields", "Albumentations", "TorchvisionV2", "CocoMasks", "JointRandomResizedCropFlip",
+    "JointScaleJitterCrop", "JointLetterbox",
     "BoxField",
 ]) + ERRORS
 

@@ -21,7 +21,6 @@ adapter is first called, and an error says how to install it.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,6 +29,7 @@ import torch
 from PIL import Image
 
 from packer.format.fields.schema import Schema
+from packer.lazy import optional_module
 from packer.read.joint.targets import Targets, targets_for_schema
 
 __all__ = ["TorchvisionV2"]
@@ -38,11 +38,8 @@ _BOX_FORMATS = {"xyxy": "XYXY", "xywh": "XYWH", "cxcywh": "CXCYWH"}
 
 
 def _tv_tensors() -> Any:
-    try:
-        return importlib.import_module("torchvision.tv_tensors")
-    except ImportError as err:
-        raise ImportError(f"TorchvisionV2 needs torchvision (0.16 or newer, the one built for your torch): "
-                          f"pip install torchvision ({type(err).__name__}: {err})") from None
+    return optional_module("torchvision.tv_tensors", needed_by="TorchvisionV2",
+                           install="torchvision (0.16 or newer, the build made for your torch)")
 
 
 def _image(value: Any, name: str, tv: Any) -> Any:
