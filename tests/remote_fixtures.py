@@ -8,7 +8,11 @@ Register it from ``tests/conftest.py`` with ``pytest_plugins = ["remote_fixtures
 * ``s3_env``: :func:`servers.remote_env` for it, set in ``os.environ`` for the test;
 * ``fault_proxy``: a started ``FaultProxy`` (``scripts/faultproxy.py``) in front of ``s3_server``;
 * ``http_server_factory``: ``factory(root) -> HTTPServer`` (``rclone serve http``), stopped after the test;
-* ``http_server``: such a server over the empty directory ``tmp_path / "www"`` (its ``.root``).
+* ``http_server``: such a server over the empty directory ``tmp_path / "www"`` (its ``.root``);
+* ``azurite_server`` (session): a running :class:`servers.AzuriteServer`; skipped when Azurite or
+  the ``azure`` extra is missing;
+* ``azure_container``: a fresh, uniquely named container on it, as ``("az://<container>",
+  storage_options)``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,15 @@ for _path in (HERE, HERE.parent / "scripts"):
         sys.path.insert(0, str(_path))
 
 from faultproxy import FaultProxy  # noqa: E402
-from servers import HTTPServer, S3Server, moto_command, rclone_binary, remote_env  # noqa: E402
+from servers import (  # noqa: E402
+    AzuriteServer,
+    HTTPServer,
+    S3Server,
+    azurite_binary,
+    moto_command,
+    rclone_binary,
+    remote_env,
+)
 
 HTTPServerFactory = Callable[[Path], HTTPServer]
 
@@ -88,3 +100,26 @@ def http_server(http_server_factory: HTTPServerFactory, tmp_path: Path) -> HTTPS
     root = tmp_path / "www"
     root.mkdir()
     return http_server_factory(root)
+
+
+@pytest.fixture(scope="session")
+def azurite_server() -> Iterator[AzuriteServer]:
+    """Azurite's Blob service for the whole session."""
+    if azurite_binary() is None:
+        if os.environ.get("PACKER_AZURITE"):  # CI names it: a missing one must fail, not skip
+            pytest.fail(f"PACKER_AZURITE={os.environ['PACKER_AZURITE']!r} is not an executable")
+        pytest.skip("Azurite is not installed (npm install azurite; or set PACKER_AZURITE)")
+    pytest.importorskip("adlfs", reason="the azure extra is missing (pip install 'packer-shards[azure]')")
+    with AzuriteServer(startup_timeout=30) as server:
+        yield server
+
+
+@pytest.fixture
+def azure_container(azurite_server: AzuriteServer) -> tuple[str, dict[str, str]]:
+    """A new empty container on ``azurite_server``: its URL and the storage options that reach it."""
+    import adlfs
+
+    options = {"connection_string": azurite_server.connection_string}
+    name = f"packer-test-{uuid.uuid4().hex[:12]}"
+    adlfs.AzureBlobFileSystem(**options, skip_instance_cache=True).mkdir(name)
+    return f"az://{name}", options

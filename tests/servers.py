@@ -2,7 +2,9 @@
 
 * :class:`S3Server`: moto's S3 (``python -m moto.server``, the ``moto_server`` entry point);
 * :class:`RcloneS3Server`: ``rclone serve s3`` over a directory, signatures checked (SigV4);
-* :class:`HTTPServer`: ``rclone serve http`` over a directory (real ``Range`` support).
+* :class:`HTTPServer`: ``rclone serve http`` over a directory (real ``Range`` support);
+* :class:`AzuriteServer`: Microsoft's Azure Storage emulator, its Blob service (``azurite-blob``
+  from npm, in memory).
 
 Each listens on a free port, is ready when it answers an HTTP request, and is stopped by
 ``stop()``, by its context manager, at interpreter exit (``atexit``) and, on Linux, when the process
@@ -280,11 +282,42 @@ class RcloneS3Server(_RcloneServer):
         return f"s3://{name}"
 
 
+def azurite_binary() -> str | None:
+    """The ``azurite-blob`` executable (``npm install azurite``; ``$PACKER_AZURITE`` names one),
+    or None."""
+    named = os.environ.get("PACKER_AZURITE")
+    return named if named and os.access(named, os.X_OK) else shutil.which("azurite-blob")
+
+
+#: Azurite's well-known development account (its documentation's; it holds nothing real).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==")
+
+
+class AzuriteServer(ServerProcess):
+    """Azurite's Blob service on 127.0.0.1, in memory; :attr:`connection_string` reaches it."""
+
+    name = "azurite-blob"
+
+    def command(self, port: int) -> list[str]:
+        found = azurite_binary()
+        if found is None:
+            raise RuntimeError("Azurite is not installed (npm install azurite)")
+        return [found, "--blobHost", HOST, "--blobPort", str(port), "--inMemoryPersistence", "--silent",
+                "--skipApiVersionCheck", "--disableProductStyleUrl"]
+
+    @property
+    def connection_string(self) -> str:
+        """The connection string of its development account (what adlfs takes)."""
+        return (f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+                f"BlobEndpoint={self.endpoint}/{AZURITE_ACCOUNT};")
+
+
 @atexit.register
 def _stop_all() -> None:
     for server in list(_running):
         server.stop()
 
 
-__all__ = ["HOST", "HTTPServer", "RcloneS3Server", "S3Server", "ServerProcess", "free_port", "moto_command",
-           "rclone_binary", "remote_env", "s3_client"]
+__all__ = ["HOST", "AzuriteServer", "HTTPServer", "RcloneS3Server", "S3Server", "ServerProcess",
+           "azurite_binary", "free_port", "moto_command", "rclone_binary", "remote_env", "s3_client"]

@@ -103,6 +103,15 @@ class TestS3Store(StoreContract):
         return open_store(f"{s3_bucket}/root", {"retries": 2, "timeout": 10})
 
 
+class TestAzureStore(StoreContract):
+    """adlfs against Azurite, Microsoft's emulator: conditional creates (the lease's) included."""
+
+    @pytest.fixture
+    def store(self, azure_container: tuple[str, dict[str, str]]) -> Store:
+        url, options = azure_container
+        return open_store(f"{url}/root", {**options, "retries": 2, "timeout": 10})
+
+
 class TestHTTPStore(StoreContract):
     """Read-only: the objects are files the server serves."""
 
@@ -123,7 +132,7 @@ class TestDirectoryPluginStore(StoreContract):
     store_class = DirectoryStore
 
 #: The URL scheme each store class tests (the server fixtures choose their URLs).
-STORE_SCHEMES = {TestLocalStore: "file", TestS3Store: "s3", TestHTTPStore: "http",
+STORE_SCHEMES = {TestLocalStore: "file", TestS3Store: "s3", TestHTTPStore: "http", TestAzureStore: "az",
                  TestDirectoryPluginStore: "dirstore"}
 
 # -- sources ---------------------------------------------------------------------------------
@@ -222,7 +231,7 @@ class TestKeyedCSVPluginSource(SourceContract):
 UNREACHABLE = {
     ("engine", "slurm"): "needs a Slurm cluster", ("engine", "pbs"): "needs a PBS cluster",
     ("store", "gs"): "needs a GCS emulator", ("store", "gcs"): "needs a GCS emulator",
-    ("store", "az"): "needs Azurite", ("store", "abfs"): "needs Azurite",
+    ("store", "abfs"): "the class of az:// (AzureStore), tested over az://",
     ("store", "https"): "the class of http:// (HTTPStore), tested over http://",
     ("source", "coco"): "fields without a class label, unlike the contract's tree: test_coco_source.py",
     ("source", "masks"): "fields without a class label, unlike the contract's tree: test_mask_source.py",

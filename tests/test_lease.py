@@ -225,8 +225,20 @@ def test_info_shows_the_holder(tmp_path: Path) -> None:
     assert "stale lease: gc by host node-elsewhere pid 4242" in text and "it expired 3 min ago" in text
 
 
+@pytest.fixture(params=["s3", "az"])
+def remote_root(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh bucket on moto's S3 server, or a fresh container on Azurite, with the environment
+    pointed at it (so the lease keeper's own client reaches it too)."""
+    if request.param == "s3":
+        request.getfixturevalue("s3_env")
+        return str(request.getfixturevalue("s3_bucket"))
+    url, options = request.getfixturevalue("azure_container")
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", options["connection_string"])
+    return str(url)
+
+
 @pytest.mark.slow
-def test_push_and_gc_honour_the_lease_at_the_url(tmp_path: Path, s3_bucket: str, s3_env: Any,
+def test_push_and_gc_honour_the_lease_at_the_url(tmp_path: Path, remote_root: str,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     # A time to live short enough to outlast in a test, long enough that a loaded machine (CI
     # under coverage) still runs the busy checks below within it: 2 s failed there.
@@ -234,7 +246,7 @@ def test_push_and_gc_honour_the_lease_at_the_url(tmp_path: Path, s3_bucket: str,
     monkeypatch.setenv("PACKER_LEASE_RENEW", "0.3")
     src, dst = mixed_tree(tmp_path / "src", count=4, broken=False), tmp_path / "dst"
     packer.convert(src, dst, to="lmdb", workers=1)
-    url = f"{s3_bucket}/ds"
+    url = f"{remote_root}/ds"
     push_dataset(dst, url)
     store = open_store(url)
     assert store.put_if_absent("probe", b"one") and not store.put_if_absent("probe", b"two")
