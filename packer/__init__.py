@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from packer.read.readahead import ReadAheadSampler
     from packer.read.samplers import ShardAwareSampler
     from packer.read.transforms import CenterCropResize, Normalize, RandomResizedCropFlip
+    from packer.read.window_sampler import ShardWindowSampler
     from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem, SourceOptions
     from packer.source.imagefolder import IMG_EXTENSIONS, find_classes, scan_imagefolder
     from packer.source.registry import open_source, register_source, source_names
@@ -143,6 +144,7 @@ _HOMES = {
     "packer.read.baseline": ["ImageFolderDataset"],
     "packer.read.loader": ["LoaderSettings", "loader_settings", "make_loader"],
     "packer.read.samplers": ["ShardAwareSampler"],
+    "packer.read.window_sampler": ["ShardWindowSampler"],
     "packer.read.readahead": ["ReadAheadSampler"],
     "packer.read.transforms": ["CenterCropResize", "Normalize", "RandomResizedCropFlip"],
     "packer.source.base": [
@@ -257,6 +259,7 @@ __all__ = [
     "Schema",
     "SchemaError",
     "ShardAwareSampler",
+    "ShardWindowSampler",
     "ShardError",
     "ShardReader",
     "ShardWriteError",

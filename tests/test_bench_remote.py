@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "bench_remote.py"
-PACKER_ROWS = ("local", "ranged", "ranged-small", "whole", "auto")
+PACKER_ROWS = ("local", "ranged", "ranged-small", "uniform-small", "whole", "auto")
 
 
 def _server_missing() -> str | None:

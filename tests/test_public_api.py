@@ -31,7 +31,8 @@ PUBLIC = sorted([
     "register_engine",
     # reading
     "open_dataset", "PackedImageDataset", "LMDBImageDataset", "HDF5ImageDataset", "ImageFolderDataset",
-    "make_loader", "loader_settings", "LoaderSettings", "ShardAwareSampler", "ReadAheadSampler",
+    "make_loader", "loader_settings", "LoaderSettings", "ShardAwareSampler", "ShardWindowSampler",
+    "ReadAheadSampler",
     "CenterCropResize", "Normalize", "RandomResizedCropFlip",
     # sources
     "open_source", "register_source", "source_names", "Source", "SourceOptions", "SourceIndex",

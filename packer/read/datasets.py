@@ -171,6 +171,21 @@ class PackedImageDataset(Dataset[tuple[Any, Any]]):
         return self._shards.access.mode
 
     @property
+    def cache_room(self) -> int | None:
+        """For a dataset read from a URL: the bytes its node cache may hold (its bound, else what
+        its disk has free beyond the floor); None for a dataset on a local path."""
+        cache = getattr(self._shards.access, "cache", None)
+        if cache is None:
+            return None
+        if cache.limit is not None:
+            return int(cache.limit)
+        try:
+            stats = os.statvfs(cache.directory)
+        except OSError:
+            return None
+        return max(0, stats.f_bavail * stats.f_frsize - cache.min_free)
+
+    @property
     def samples(self) -> Sequence[tuple[str, int]]:
         """``(relative_path, target)`` per sample in ImageFolder order, POSIX separators."""
         return _ListView(len(self), lambda i: (self._index.path(i), int(self._index.targets[i])))

@@ -15,14 +15,16 @@ in one line (details in :func:`make_loader`'s docstring):
   transfers, and cost a thread and locked memory otherwise).
 * sampler: shuffled for training, in order for evaluation; a ``DistributedSampler`` when a
   process group of more than one rank is initialised (``sampler="shard"``: a
-  :class:`~packer.read.samplers.ShardAwareSampler` instead).
+  :class:`~packer.read.samplers.ShardAwareSampler` instead); for training on a dataset read by
+  ranges from a URL (larger than its node cache), a
+  :class:`~packer.read.window_sampler.ShardWindowSampler` whose windows fit the cache.
 * ``drop_last``: on for training (no small last batch), off for evaluation (every sample counts).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Final
 
 import torch
@@ -33,6 +35,7 @@ from packer.cpus import available_cpus
 from packer.read.datasets import PackedImageDataset
 from packer.read.readahead import ReadAheadSampler
 from packer.read.samplers import SeededRandomSampler, ShardAwareSampler
+from packer.read.window_sampler import ShardWindowSampler, window_bytes_for
 
 __all__ = ["DEFAULT_PREFETCH", "MAX_WORKERS", "SAMPLERS", "LoaderSettings", "SeededRandomSampler",
            "available_cpus", "default_workers", "loader_settings", "make_loader"]
@@ -42,7 +45,7 @@ MAX_WORKERS: Final = 16
 #: Batches each worker keeps in flight unless told otherwise (torch's own default).
 DEFAULT_PREFETCH: Final = 2
 #: Sampler names :func:`make_loader` accepts (``None`` picks one).
-SAMPLERS: Final[tuple[str, ...]] = ("random", "sequential", "distributed", "shard")
+SAMPLERS: Final[tuple[str, ...]] = ("random", "sequential", "distributed", "shard", "window")
 _RESERVED: Final = frozenset({"shuffle", "batch_sampler", "generator"})
 
 
@@ -53,7 +56,8 @@ class LoaderSettings:
     Attributes:
         num_workers, prefetch_factor, persistent_workers, pin_memory, drop_last: The
             ``DataLoader`` arguments (``prefetch_factor`` is ``None`` without workers).
-        sampler: ``"random"``, ``"sequential"``, ``"distributed"``, ``"shard"`` or ``"custom"``
+        sampler: ``"random"``, ``"sequential"``, ``"distributed"``, ``"shard"``, ``"window"`` or
+            ``"custom"``
             (a sampler object was given).
         shuffle: Whether make_loader's sampler shuffles (``False`` for a ``"custom"`` one: its own
             business).
@@ -187,7 +191,7 @@ def loader_settings(*, train: bool = True, num_workers: int | None = None,
         pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory,
         drop_last=train if drop_last is None else drop_last,
         sampler=name,
-        shuffle=name == "random" or (train and name in ("distributed", "shard")),
+        shuffle=name == "random" or (train and name in ("distributed", "shard", "window")),
         cpus=cpus,
         local_world_size=local,
         world_size=world_size,
@@ -226,7 +230,9 @@ def make_loader(ds: Dataset[Any], batch_size: int, *, train: bool = True, num_wo
       evaluation keeps dataset order. When ``torch.distributed`` is initialised with more than
       one rank (or ``distributed=True``), a ``DistributedSampler(shuffle=train, seed=seed)``;
       ``sampler="shard"`` gives a :class:`~packer.read.samplers.ShardAwareSampler` (block reads for
-      slow random access; ``ds`` must be a packed dataset), distributed or not. **Call**
+      slow random access; ``ds`` must be a packed dataset), distributed or not. Training on a
+      URL dataset read by ranges (larger than its cache) gets a cache-sized
+      :class:`~packer.read.window_sampler.ShardWindowSampler` (``sampler="window"``). **Call**
       ``loader.sampler.set_epoch(epoch)`` **before each training epoch**: the distributed
       samplers otherwise repeat one order every epoch, and with it every sampler's order
       depends on ``(seed, epoch)`` alone, so a resumed job reads what it would have.
@@ -264,7 +270,7 @@ def make_loader(ds: Dataset[Any], batch_size: int, *, train: bool = True, num_wo
     settings = loader_settings(train=train, num_workers=num_workers, prefetch_factor=prefetch_factor,
                                persistent_workers=persistent_workers, pin_memory=pin_memory,
                                sampler=sampler, distributed=distributed, drop_last=drop_last)
-    chosen = _sampler(ds, settings, sampler, seed)
+    chosen = _sampler(ds, _for_the_cache(ds, settings, sampler), sampler, seed)
     if isinstance(ds, PackedImageDataset) and ds.access_mode != "local":
         # a dataset behind a URL: fetch ahead of the workers, in the sampler's order
         in_flight = max(1, settings.num_workers) * (settings.prefetch_factor or 2)
@@ -272,6 +278,16 @@ def make_loader(ds: Dataset[Any], batch_size: int, *, train: bool = True, num_wo
         chosen = ReadAheadSampler(order, ds, lookahead=batch_size * max(8, 2 * in_flight))
     return DataLoader(ds, batch_size=batch_size, sampler=chosen, **settings.dataloader_kwargs(),
                       **dataloader_kwargs)
+
+
+def _for_the_cache(ds: Dataset[Any], settings: LoaderSettings,
+                   given: str | Sampler[Any] | None) -> LoaderSettings:
+    """``settings`` with the window sampler for training on a packer dataset read by ranges from
+    a URL (it did not fit its node cache: a uniform shuffle would refetch all epoch long)."""
+    if (given is None and settings.shuffle and isinstance(ds, PackedImageDataset)
+            and ds.access_mode == "ranged"):
+        return replace(settings, sampler="window")
+    return settings
 
 
 def _sampler(ds: Dataset[Any], settings: LoaderSettings, given: str | Sampler[Any] | None,
@@ -284,6 +300,14 @@ def _sampler(ds: Dataset[Any], settings: LoaderSettings, given: str | Sampler[An
             raise TypeError(f"sampler='shard' needs a packer dataset, not {type(ds).__name__}; pass "
                             "packer.ShardAwareSampler(shard_sizes, ...) as sampler= for other datasets")
         return ShardAwareSampler(ds, settings.world_size, settings.rank, shuffle=settings.shuffle, seed=seed)
+    if settings.sampler == "window":
+        room = ds.cache_room if isinstance(ds, PackedImageDataset) else None
+        if room is None:
+            raise TypeError("sampler='window' needs a packer dataset read from a URL (its windows fit "
+                            "its node cache); pass packer.ShardWindowSampler(ds, window_bytes=...) as "
+                            "sampler= to choose the windows yourself")
+        return ShardWindowSampler(ds, settings.world_size, settings.rank, shuffle=settings.shuffle, seed=seed,
+                                  window_bytes=window_bytes_for(room))
     if settings.sampler == "distributed":
         return DistributedSampler(ds, num_replicas=settings.world_size, rank=settings.rank,
                                   shuffle=settings.shuffle, seed=seed)

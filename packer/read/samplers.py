@@ -58,10 +58,9 @@ from packer.read.datasets import PackedImageDataset
 
 __all__ = ["SeededRandomSampler", "ShardAwareSampler"]
 
-#: Keys of :meth:`ShardAwareSampler.state_dict` that must match on load (the order depends on them).
-_MUST_MATCH = ("num_replicas", "num_samples", "shard_layout", "block_size", "window", "shuffle",
-               "drop_last")
-_STATE_KEYS = ("epoch", "seed", "yielded", *_MUST_MATCH)
+#: Keys of :meth:`ShardAwareSampler.state_dict` a loaded state sets; all the others must match
+#: (the order depends on them).
+_FREE = ("epoch", "seed", "yielded")
 
 
 class ShardAwareSampler(Sampler[int]):
@@ -208,8 +207,12 @@ class ShardAwareSampler(Sampler[int]):
                              f"{self.num_samples} samples per epoch.")
         return {"epoch": self.epoch, "seed": self.seed, "yielded": yielded,
                 "num_replicas": self.num_replicas, "num_samples": self.dataset_size,
-                "shard_layout": _layout(self.shard_sizes), "block_size": self.block_size,
-                "window": self.window, "shuffle": int(self.shuffle), "drop_last": int(self.drop_last)}
+                "shard_layout": _layout(self.shard_sizes), **self._order_params(),
+                "shuffle": int(self.shuffle), "drop_last": int(self.drop_last)}
+
+    def _order_params(self) -> dict[str, int]:
+        """The settings the shuffled order depends on, beyond seed, epoch and layout."""
+        return {"block_size": self.block_size, "window": self.window}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume: the next iterator yields the rest of the saved epoch, after ``yielded`` indices.
@@ -221,14 +224,15 @@ class ShardAwareSampler(Sampler[int]):
             ValueError: a key is missing or not an int, or the state is for another world size,
                 dataset or sampler setting (the resumed order would not be the saved one).
         """
-        missing = [key for key in _STATE_KEYS if key not in state]
-        if missing:
-            raise ValueError(f"Not a ShardAwareSampler state: missing {', '.join(missing)}.")
-        bad = [key for key in _STATE_KEYS if not isinstance(state[key], int)]
-        if bad:
-            raise ValueError(f"ShardAwareSampler state has non-integer {', '.join(bad)}.")
         mine = self.state_dict(consumed=0)
-        for key in _MUST_MATCH:
+        kind = type(self).__name__
+        missing = [key for key in mine if key not in state]
+        if missing:
+            raise ValueError(f"Not a {kind} state: missing {', '.join(missing)}.")
+        bad = [key for key in mine if not isinstance(state[key], int)]
+        if bad:
+            raise ValueError(f"{kind} state has non-integer {', '.join(bad)}.")
+        for key in (key for key in mine if key not in _FREE):
             if state[key] != mine[key]:
                 raise ValueError(f"Cannot resume: the state has {key}={state[key]}, this sampler has "
                                  f"{key}={mine[key]}; resume with the same world size, dataset and "
