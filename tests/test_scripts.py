@@ -437,3 +437,14 @@ def test_bench_fields(tmp_path: Path) -> None:
     assert "slowfs" not in text  # only with --slowfs
     assert re.search(r"against the JPEGs \+ COCO file: original [\d.]+x +pixels [\d.]+x$", text, re.M), text
     assert "boxes within 1 px and labels): 6 of 6 samples" in text
+
+
+def test_sampler_mixing(tmp_path: Path) -> None:
+    text = run_script("sampler_mixing.py", "--classes", "20", "--per-class", "50", "--shard-samples", "100",
+                      "--batch", "32", "--windows", "0.5", "0.1", "--epochs", "1", cwd=tmp_path).stdout
+    rows = {m.group(1).strip(): (float(m.group(2)), float(m.group(3)))
+            for m in re.finditer(r"^(\S.*?)\s+([\d.]+)\s+([\d.]+)$", text, re.M)}
+    assert rows["RandomSampler (uniform)"][1] == 1.0
+    wide = rows["ShardWindowSampler, window 0.5 (5 shards)"]
+    narrow = rows["ShardWindowSampler, window 0.1 (1 shards)"]
+    assert 1.0 >= wide[1] > narrow[1] > 0 and wide[0] > narrow[0]  # a larger window mixes more classes
