@@ -3,7 +3,8 @@
 An object named by its content (``content_id``: its SHA-256, from the manifest) is cut into
 fixed blocks (:data:`BLOCK_SIZE`); a range is served from the blocks it covers. Missing blocks
 are fetched through :class:`~packer.store.cache.node.NodeCache` (so each byte is fetched once per
-node, however many processes want it), adjacent ones coalesced into one ranged GET, and the GETs
+node, however many processes want it), adjacent and nearby ones (gaps up to :data:`GAP_BLOCKS`
+blocks not cached either) coalesced into one ranged GET, and the GETs
 of one call, across any number of objects, issued concurrently from one pool per process.
 Blocks keep reads aligned whatever the batch, so a later epoch, another worker or another job
 finds the same cache entries; small blocks keep a cache far below the dataset from fetching
@@ -28,6 +29,10 @@ __all__ = ["BLOCK_SIZE", "CachedObject", "copy_object", "fetch_blocks", "read_ra
 
 #: Bytes per cached block of a ranged read (a few records of a photo dataset).
 BLOCK_SIZE: Final = 256 << 10
+#: Missing blocks at most this many blocks apart (1 MiB) are fetched in one GET, the gap with
+#: them: an object store's round trip (10-50 ms) costs more than a MiB of transfer, and a
+#: shuffle by windows of shards (ShardWindowSampler) reads the gap's records soon anyway.
+GAP_BLOCKS: Final = 4
 #: A block: its bytes, just fetched, or the cache file holding them.
 Block = str | memoryview
 #: Bytes per GET when a whole file is staged (several in flight, written in order).
@@ -188,10 +193,15 @@ def _writer(piece: memoryview) -> Callable[[IO[bytes]], None]:
     return write
 
 
-def _runs(blocks: Sequence[int]) -> list[tuple[int, int]]:
+def _runs(blocks: Sequence[int], cached: Callable[[int], bool] = lambda block: False,
+          gap: int = 0) -> list[tuple[int, int]]:
+    """The missing ``blocks`` (sorted) as runs of one GET each: adjacent ones, and nearby ones
+    whose gap is at most ``gap`` blocks that are not ``cached`` either (fetched with them)."""
     runs: list[tuple[int, int]] = []
     for block in blocks:
-        if runs and runs[-1][1] == block - 1:
+        last = runs[-1][1] if runs else None
+        if last is not None and (block == last + 1 or (
+                block - last - 1 <= gap and not any(cached(b) for b in range(last + 1, block)))):
             runs[-1] = (runs[-1][0], block)
         else:
             runs.append((block, block))
@@ -210,8 +220,9 @@ def fetch_blocks(requests: Sequence[tuple[CachedObject, Sequence[tuple[int, int]
         blocks = obj.blocks_of(ranges)
         found = obj.cached_blocks(blocks)
         out.append(found)
-        futures.extend((number, pool.submit(obj._fetch_run, first, last))
-                       for first, last in _runs([b for b in blocks if b not in found]))
+        missing = [b for b in blocks if b not in found]
+        runs = _runs(missing, lambda block: obj.cache.lookup(obj._block_key(block)) is not None, GAP_BLOCKS)
+        futures.extend((number, pool.submit(obj._fetch_run, first, last)) for first, last in runs)
     for number, future in futures:
         out[number].update(future.result())
     return out
