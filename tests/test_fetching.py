@@ -1,19 +1,23 @@
 """Ranged reads through the node cache: missing blocks near one another (gaps of at most
-GAP_BLOCKS uncached blocks) come in one GET, cached blocks are never fetched again, and the bytes
+GAP_BYTES of uncached blocks) come in one GET, cached blocks are never fetched again, and the bytes
 read are the object's exactly; counted on a real local store."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from packer.store.cache.fetching import GAP_BLOCKS, CachedObject, _runs, read_ranges_of
+from packer.store.cache.fetching import GAP_BYTES, CachedObject, _runs, read_ranges_of
 from packer.store.cache.node import NodeCache
 from packer.store.local import LocalStore
 
-BLOCK = 16
+#: Blocks of a fifth of the gap: GAP_BLOCKS missing blocks between two wanted ones join them.
+GAP_BLOCKS = 4
+BLOCK = GAP_BYTES // (GAP_BLOCKS + 1)
 
 
 class CountingStore(LocalStore):
@@ -22,9 +26,11 @@ class CountingStore(LocalStore):
     def __init__(self, root: str) -> None:
         super().__init__(root)
         self.gets: list[tuple[int, int]] = []
+        self.slow: dict[int, float] = {}  # seconds a GET from this offset takes
 
     def read_range(self, key: str, start: int, stop: int) -> bytes:
         self.gets.append((start, stop))
+        time.sleep(self.slow.get(start, 0.0))
         return super().read_range(key, start, stop)
 
 
@@ -34,7 +40,10 @@ def obj(tmp_path: Path) -> CachedObject:
     data = os.urandom(BLOCK * 20)
     (tmp_path / "store" / "shard").write_bytes(data)
     store = CountingStore(str(tmp_path / "store"))
-    return CachedObject(store, "shard", len(data), "ab" * 32, NodeCache(tmp_path / "cache"), block_size=BLOCK)
+    cache = NodeCache(tmp_path / "cache")
+    cached = CachedObject(store, "shard", len(data), "ab" * 32, cache, block_size=BLOCK)
+    assert cached.gap_blocks == GAP_BLOCKS
+    return cached
 
 
 def test_runs_join_adjacent_and_nearby_missing_blocks() -> None:
@@ -64,3 +73,67 @@ def test_a_cached_block_in_the_gap_is_not_fetched_again(obj: CachedObject) -> No
     store.gets.clear()
     read_ranges_of(obj, [(0, 1), (2 * BLOCK, 2 * BLOCK + 1)])
     assert sorted(store.gets) == [(0, BLOCK), (2 * BLOCK, 3 * BLOCK)]
+
+
+def test_a_run_whose_first_block_another_process_fetched_comes_in_runs(obj: CachedObject) -> None:
+    # The race: this process saw blocks 0-5 missing, another fetched a shorter run from block 0
+    # (0 and 3 here) before this one took block 0's lock. The rest comes in runs, not block by block.
+    data = Path(obj.store.local_path("shard")).read_bytes()  # type: ignore[attr-defined]
+    read_ranges_of(obj, [(0, 1)])
+    read_ranges_of(obj, [(3 * BLOCK, 3 * BLOCK + 1)])
+    store = obj.store
+    assert isinstance(store, CountingStore)
+    store.gets.clear()
+    blocks = obj._fetch_run(0, 5)
+    assert sorted(blocks) == list(range(6))
+    assert sorted(store.gets) == [(BLOCK, 3 * BLOCK), (4 * BLOCK, 6 * BLOCK)]
+    assert obj.read_range(0, 6 * BLOCK, blocks) == data[:6 * BLOCK]
+
+
+def test_blocks_evicted_before_they_are_read_come_back_in_one_get(obj: CachedObject) -> None:
+    # A cache far below the reads in flight may evict a batch's blocks between its lookup and
+    # its reads: the evicted blocks are fetched again together, once.
+    data = Path(obj.store.local_path("shard")).read_bytes()  # type: ignore[attr-defined]
+    read_ranges_of(obj, [(0, 4 * BLOCK)])
+    files = obj.cached_blocks(range(4))
+    for path in files.values():
+        assert isinstance(path, str)
+        os.unlink(path)
+    store = obj.store
+    assert isinstance(store, CountingStore)
+    store.gets.clear()
+    assert [obj.read_range(b * BLOCK, (b + 1) * BLOCK, files) for b in range(4)] == [
+        data[b * BLOCK:(b + 1) * BLOCK] for b in range(4)]
+    assert store.gets == [(0, 4 * BLOCK)]
+
+
+def test_the_gap_is_at_most_a_64th_of_the_cache(tmp_path: Path) -> None:
+    store = LocalStore(str(tmp_path))
+
+    def gap(limit: int | None, block: int) -> int:
+        return CachedObject(store, "k", 1 << 30, "cd" * 32, NodeCache(tmp_path / "c", limit=limit),
+                            block_size=block).gap_blocks
+
+    assert gap(None, 256 << 10) == 3  # a MiB: three blocks between two wanted ones
+    assert gap(None, 16 << 10) == 63
+    assert gap(64 << 20, 16 << 10) == 63
+    assert gap(6 << 20, 16 << 10) == 5  # 96 KiB of a 6 MiB cache
+    assert gap(1 << 20, 16 << 10) == 0
+
+
+def test_overlapping_runs_split_the_blocks_instead_of_fetching_them_twice(obj: CachedObject) -> None:
+    # Another fetcher (a thread here: flock holds between open files) is fetching block 3,
+    # slowly, when this one wants blocks 0-5: it fetches 0-2, waits for block 3, then fetches 4-5.
+    data = Path(obj.store.local_path("shard")).read_bytes()  # type: ignore[attr-defined]
+    store = obj.store
+    assert isinstance(store, CountingStore)
+    store.slow[3 * BLOCK] = 0.5
+    other = threading.Thread(target=obj._fetch_run, args=(3, 3))
+    other.start()
+    while not store.gets:
+        time.sleep(0.01)
+    blocks = obj._fetch_run(0, 5)
+    other.join()
+    assert sorted(store.gets) == [(0, 3 * BLOCK), (3 * BLOCK, 4 * BLOCK), (4 * BLOCK, 6 * BLOCK)]
+    assert obj.read_range(0, 6 * BLOCK, blocks) == data[:6 * BLOCK]
+    assert sorted(obj.cached_blocks(range(6))) == list(range(6))

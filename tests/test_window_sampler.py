@@ -52,6 +52,30 @@ def test_every_sample_once_an_epoch_in_windows_that_fit() -> None:
     assert len(windows) > 3  # the bound cuts the dataset into several windows
 
 
+def test_a_shard_bigger_than_a_window_is_read_in_runs_that_fit() -> None:
+    # A node whose cache is smaller than one shard: each shard is cut into equal runs of
+    # consecutive samples no bigger than the window, and the runs are shuffled like shards.
+    sampler = packer.ShardWindowSampler(SIZES, window_bytes=250, shard_bytes=BYTES, seed=4)
+    assert [p[:2] for p in sampler.pieces[:7]] == [(0, 1), (1, 3), (3, 5),  # 500 B in 3 runs,
+                                                  (5, 7), (7, 9), (9, 11), (11, 13)]  # 800 B in 4
+    assert all(size <= 250 for _, _, size in sampler.pieces)
+    assert sum(stop - start for start, stop, _ in sampler.pieces) == sum(SIZES)
+    order = list(sampler)
+    assert sorted(order) == list(range(sum(SIZES)))
+    windows = sampler.windows(range(len(sampler.pieces)))
+    assert all(sum(sampler.pieces[p][2] for p in w) <= 250 for w in windows)
+    # Each window's samples come together in the order: no window spans more than its bytes.
+    position = 0
+    generator = torch.Generator()
+    generator.manual_seed(4)
+    for window in sampler.windows(torch.randperm(len(sampler.pieces), generator=generator).tolist()):
+        members = {i for p in window for i in range(*sampler.pieces[p][:2])}
+        assert set(order[position:position + len(members)]) == members
+        position += len(members)
+    # Counted windows never cut a shard.
+    assert len(packer.ShardWindowSampler(SIZES, window_shards=1).pieces) == len(SIZES)
+
+
 def test_the_order_depends_on_seed_and_epoch_alone() -> None:
     def order(seed: int, epoch: int) -> list[int]:
         sampler = packer.ShardWindowSampler(SIZES, window_shards=3, seed=seed)

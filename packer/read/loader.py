@@ -272,12 +272,22 @@ def make_loader(ds: Dataset[Any], batch_size: int, *, train: bool = True, num_wo
                                sampler=sampler, distributed=distributed, drop_last=drop_last)
     chosen = _sampler(ds, _for_the_cache(ds, settings, sampler), sampler, seed)
     if isinstance(ds, PackedImageDataset) and ds.access_mode != "local":
-        # a dataset behind a URL: fetch ahead of the workers, in the sampler's order
-        in_flight = max(1, settings.num_workers) * (settings.prefetch_factor or 2)
-        order = chosen if chosen is not None else SequentialSampler(ds)
-        chosen = ReadAheadSampler(order, ds, lookahead=batch_size * max(8, 2 * in_flight))
+        chosen = _read_ahead(ds, chosen, settings, batch_size)
     return DataLoader(ds, batch_size=batch_size, sampler=chosen, **settings.dataloader_kwargs(),
                       **dataloader_kwargs)
+
+
+def _read_ahead(ds: PackedImageDataset, chosen: Sampler[Any] | None, settings: LoaderSettings,
+                batch_size: int) -> ReadAheadSampler:
+    """The sampler wrapped to fetch ahead of the workers, in its order, for a dataset behind a URL:
+    a few batches per worker in flight, or one window of samples at a time under the window
+    sampler (its window fits the cache, so a window's ranges go out together and coalesce)."""
+    in_flight = max(1, settings.num_workers) * (settings.prefetch_factor or 2)
+    order = chosen if chosen is not None else SequentialSampler(ds)
+    lookahead, chunk = batch_size * max(8, 2 * in_flight), None
+    if isinstance(chosen, ShardWindowSampler) and chosen.window_bytes:
+        lookahead = chunk = max(1, chosen.window_bytes * len(ds) // max(1, ds.manifest.num_bytes))
+    return ReadAheadSampler(order, ds, lookahead=lookahead, chunk=chunk)
 
 
 def _for_the_cache(ds: Dataset[Any], settings: LoaderSettings,

@@ -39,18 +39,24 @@ class ReadAheadSampler(Sampler[int]):
             other attributes are passed through to it.
         dataset: The packed dataset the indices address.
         lookahead: How many indices ahead of the DataLoader to fetch (default: 8 batches of 64).
+        chunk: Indices fetched together (default 64); fewer, larger GETs the more they are.
+            ``make_loader`` reads a :class:`~packer.read.window_sampler.ShardWindowSampler`'s
+            dataset one window ahead, a window per chunk: a window's records are contiguous
+            runs of its shards, so they come in about one GET per shard run.
     """
 
-    def __init__(self, sampler: Iterable[int], dataset: PackedImageDataset, *, lookahead: int = 512) -> None:
+    def __init__(self, sampler: Iterable[int], dataset: PackedImageDataset, *, lookahead: int = 512,
+                 chunk: int | None = None) -> None:
         self.sampler = sampler
         self.dataset = dataset
-        self.lookahead = max(int(lookahead), _CHUNK)
+        self.chunk = _CHUNK if chunk is None else max(1, int(chunk))
+        self.lookahead = max(int(lookahead), self.chunk)
 
     def __len__(self) -> int:
         return len(self.sampler)  # type: ignore[arg-type]
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("sampler", "dataset", "lookahead"):
+        if name in ("sampler", "dataset", "lookahead", "chunk"):
             raise AttributeError(name)
         return getattr(self.sampler, name)
 
@@ -84,7 +90,7 @@ class ReadAheadSampler(Sampler[int]):
         shards = self.dataset._shards
         done = 0
         while done < len(order) and position.wait_until_behind(done - self.lookahead):
-            chunk = order[done:done + _CHUNK]
+            chunk = order[done:done + self.chunk]
             try:
                 shards.prefetch(chunk)
             except Exception as err:  # noqa: BLE001 - a worker's own read retries and reports it

@@ -7,8 +7,11 @@ it will need again, and every record costs its own request. This sampler reads t
 *window of shards* at a time, as MosaicML Streaming and LitData do:
 
 1. **Shard order.** The shards are permuted (``torch.Generator`` seeded with ``seed + epoch``).
-2. **Windows.** The permuted shards are cut, in that order, into windows of at most
-   ``window_bytes`` stored bytes (at least one shard each), or of ``window_shards`` shards.
+   A shard of more stored bytes than a window is first cut into runs of consecutive samples
+   (records lie in a shard in about sample order) that fit one, and the runs are permuted with the
+   shards: a node whose cache is smaller than one shard still reads it a window at a time.
+2. **Windows.** The permuted shards (and runs) are cut, in that order, into windows of at most
+   ``window_bytes`` stored bytes (at least one each), or of ``window_shards`` shards.
 3. **Samples.** The samples of each window are shuffled together (uniformly within it); windows
    follow one another, so the reads of an epoch walk the dataset once, window by window.
 4. **Ranks.** As :class:`~packer.read.samplers.ShardAwareSampler`'s: contiguous, equal slices of
@@ -82,37 +85,51 @@ class ShardWindowSampler(ShardAwareSampler):
                              f"({len(self.shard_sizes)} sizes) with shard counts, or window_shards=")
         self.window_bytes, self.window_shards = window_bytes, window_shards
         self.shard_bytes = tuple(int(b) for b in shard_bytes) if shard_bytes is not None else None
+        self.pieces = self._cut_pieces()
+
+    def _cut_pieces(self) -> tuple[tuple[int, int, int], ...]:
+        """The units the shuffle permutes, ``(first sample, stop, stored bytes)``: each shard, or
+        with ``window_bytes`` a shard of more bytes cut into as many equal runs as it takes."""
+        out: list[tuple[int, int, int]] = []
+        first = 0
+        for shard, count in enumerate(self.shard_sizes):
+            size = self.shard_bytes[shard] if self.shard_bytes is not None else 0
+            per_run = max(1, self.window_bytes * count // size) if self.window_bytes and size else count
+            parts = max(1, -(-count // max(1, per_run)))
+            for part in range(parts):
+                start, stop = first + count * part // parts, first + count * (part + 1) // parts
+                out.append((start, stop, size * (stop - start) // max(1, count)))
+            first += count
+        return tuple(out)
 
     def _order_params(self) -> dict[str, int]:
         return {"window_bytes": self.window_bytes or 0, "window_shards": self.window_shards or 0}
 
-    def windows(self, shard_order: Sequence[int]) -> list[list[int]]:
-        """``shard_order`` cut into windows, in order (each a list of shard numbers)."""
+    def windows(self, piece_order: Sequence[int]) -> list[list[int]]:
+        """``piece_order`` (numbers of :attr:`pieces`: the shards, where none is cut) cut into
+        windows, in order, each a list of piece numbers."""
         out: list[list[int]] = []
         held = 0
-        for shard in shard_order:
-            size = self.shard_bytes[shard] if self.shard_bytes is not None else 0
+        for piece in piece_order:
+            size = self.pieces[piece][2]
             full = (len(out[-1]) >= self.window_shards if self.window_shards is not None
                     else held + size > (self.window_bytes or 0)) if out else True
             if full:
                 out.append([])
                 held = 0
-            out[-1].append(shard)
+            out[-1].append(piece)
             held += size
         return out
 
     def _shuffled_order(self) -> torch.Tensor:
         generator = torch.Generator()
         generator.manual_seed(self.seed + self.epoch)
-        firsts = [0]
-        for size in self.shard_sizes:
-            firsts.append(firsts[-1] + size)
-        shard_order = torch.randperm(len(self.shard_sizes), generator=generator).tolist()
-        pieces = [torch.zeros(0, dtype=torch.int64)]
-        for window in self.windows(shard_order):
-            indices = torch.cat([torch.arange(firsts[s], firsts[s + 1], dtype=torch.int64) for s in window])
-            pieces.append(indices[torch.randperm(len(indices), generator=generator)])
-        return torch.cat(pieces)
+        piece_order = torch.randperm(len(self.pieces), generator=generator).tolist()
+        runs = [torch.zeros(0, dtype=torch.int64)]
+        for window in self.windows(piece_order):
+            indices = torch.cat([torch.arange(*self.pieces[p][:2], dtype=torch.int64) for p in window])
+            runs.append(indices[torch.randperm(len(indices), generator=generator)])
+        return torch.cat(runs)
 
     def __repr__(self) -> str:
         window = (f"window_shards={self.window_shards}" if self.window_shards is not None

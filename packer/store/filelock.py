@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Final
 
-__all__ = ["flocked", "flocked_where_supported"]
+__all__ = ["flocked", "flocked_where_supported", "try_flocked"]
 
 #: What ``flock`` fails with where the file system does not support it.
 _UNSUPPORTED: Final = frozenset({errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
@@ -46,6 +46,21 @@ def flocked(path: str, *, shared: bool = False) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)
+
+
+def try_flocked(path: str, stack: contextlib.ExitStack) -> bool:
+    """Take an exclusive ``flock`` on the file ``path`` (created if missing) without waiting,
+    held until ``stack`` closes; False (nothing held) when another holder has it.
+
+    Raises:
+        OSError: ``path`` cannot be opened or created, or cannot be locked.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    if not _lock(fd, shared=False, blocking=False):
+        os.close(fd)
+        return False
+    stack.callback(os.close, fd)
+    return True
 
 
 @contextlib.contextmanager

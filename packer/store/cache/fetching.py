@@ -3,14 +3,14 @@
 An object named by its content (``content_id``: its SHA-256, from the manifest) is cut into
 fixed blocks (:data:`BLOCK_SIZE`); a range is served from the blocks it covers. Missing blocks
 are fetched through :class:`~packer.store.cache.node.NodeCache` (so each byte is fetched once per
-node, however many processes want it), adjacent and nearby ones (gaps up to :data:`GAP_BLOCKS`
-blocks not cached either) coalesced into one ranged GET, and the GETs
+node, however many processes want it), adjacent and nearby ones (gaps up to :data:`GAP_BYTES`
+of blocks not cached either) coalesced into one ranged GET, and the GETs
 of one call, across any number of objects, issued concurrently from one pool per process.
 Blocks keep reads aligned whatever the batch, so a later epoch, another worker or another job
 finds the same cache entries; small blocks keep a cache far below the dataset from fetching
 much more than the records read. A run of blocks is fetched under its first block's cache lock,
-so processes asking for it at the same moment fetch it once; processes whose runs merely
-overlap may fetch the overlap twice (the cache keeps one copy).
+extended over the next blocks while no other process is fetching them: processes whose runs
+overlap split them and wait for each other's part instead of fetching it twice.
 """
 
 from __future__ import annotations
@@ -25,14 +25,17 @@ from packer.per_process import PerProcess
 from packer.store.base import Store
 from packer.store.cache.node import NodeCache
 
-__all__ = ["BLOCK_SIZE", "CachedObject", "copy_object", "fetch_blocks", "read_ranges_of"]
+__all__ = ["BLOCK_SIZE", "GAP_BYTES", "CachedObject", "copy_object", "fetch_blocks", "read_ranges_of"]
 
 #: Bytes per cached block of a ranged read (a few records of a photo dataset).
 BLOCK_SIZE: Final = 256 << 10
-#: Missing blocks at most this many blocks apart (1 MiB) are fetched in one GET, the gap with
-#: them: an object store's round trip (10-50 ms) costs more than a MiB of transfer, and a
-#: shuffle by windows of shards (ShardWindowSampler) reads the gap's records soon anyway.
-GAP_BLOCKS: Final = 4
+#: Missing blocks at most this many bytes apart are fetched in one GET, the gap with them: an
+#: object store's round trip (10-50 ms) costs more than a MiB of transfer, and a shuffle by
+#: windows of shards (ShardWindowSampler) reads the gap's records soon anyway. In bytes, not
+#: blocks (a tight cache's blocks are as small as 16 KiB), and at most a 64th of the cache's
+#: bound: gap bytes a uniform shuffle never reads would otherwise crowd out the records in
+#: flight (measured with a cache a tenth of the dataset and a 1 MiB gap: 13x its bytes fetched).
+GAP_BYTES: Final = 1 << 20
 #: A block: its bytes, just fetched, or the cache file holding them.
 Block = str | memoryview
 #: Bytes per GET when a whole file is staged (several in flight, written in order).
@@ -69,6 +72,13 @@ class CachedObject:
         """The object's URL, for messages."""
         return self.store.describe(self.key)
 
+    @property
+    def gap_blocks(self) -> int:
+        """The most missing blocks between two wanted ones fetched with them (:data:`GAP_BYTES`,
+        at most a 64th of the cache's bound)."""
+        gap = GAP_BYTES if self.cache.limit is None else min(GAP_BYTES, self.cache.limit // 64)
+        return max(0, gap // self.block_size - 1)
+
     def _block_key(self, block: int) -> str:
         return f"{self.content_id[:32]}/b{self.block_size >> 10}k-{block:07d}"
 
@@ -96,34 +106,28 @@ class CachedObject:
         return found
 
     def _fetch_run(self, first: int, last: int) -> dict[int, Block]:
-        """Fetch blocks ``first..last`` in one GET and store each as its own cache entry.
+        """Fetch blocks ``first..last``, as many as no other process is fetching in one GET, and
+        store each as its own cache entry (:meth:`NodeCache.fetch_run`); the rest after it, in
+        runs, once their fetchers finish (then found cached).
 
-        The GET runs under the first block's cache lock, so a process asking for the same run
-        at the same moment waits and then finds the blocks instead of fetching them again.
         Returns each block's bytes as fetched (a read never depends on the cache keeping them:
         under a bound smaller than a batch's blocks they may be evicted at once), or the cache
         file of a block another process fetched.
         """
-        start, stop = self._block_span(first)[0], self._block_span(last)[1]
-        got: dict[int, memoryview] = {}
+        spans = [self._block_span(block) for block in range(first, last + 1)]
 
-        def download(handle: IO[bytes]) -> None:
+        def download(count: int) -> list[memoryview]:
+            start, stop = spans[0][0], spans[count - 1][1]
             data = memoryview(self.store.read_range(self.key, start, stop))
-            for block in range(first, last + 1):
-                lo, hi = self._block_span(block)
-                got[block] = data[lo - start:hi - start]
-            handle.write(got[first])
+            return [data[lo - start:hi - start] for lo, hi in spans[:count]]
 
-        lo, hi = self._block_span(first)
-        path = self.cache.fetch(self._block_key(first), hi - lo, download)
-        blocks: dict[int, Block] = {first: got.get(first, path)}
-        for block in range(first + 1, last + 1):
-            if block in got:
-                lo, hi = self._block_span(block)
-                self.cache.fetch(self._block_key(block), hi - lo, _writer(got[block]))
-                blocks[block] = got[block]
-            else:  # another process fetched this run: take its blocks (or fetch the stragglers)
-                blocks.update(self._fetch_run(block, block))
+        got = self.cache.fetch_run([self._block_key(b) for b in range(first, last + 1)],
+                                   [hi - lo for lo, hi in spans], download)
+        blocks: dict[int, Block] = {first + i: piece for i, piece in enumerate(got)}
+        rest = range(first + len(got), last + 1)
+        blocks.update(self.cached_blocks(rest))
+        for start_block, last_block in _runs([b for b in rest if b not in blocks]):
+            blocks.update(self._fetch_run(start_block, last_block))
         return blocks
 
     def blocks_of(self, ranges: Sequence[tuple[int, int]]) -> list[int]:
@@ -144,8 +148,9 @@ class CachedObject:
 
     def _piece(self, block: int, files: dict[int, Block], start: int, stop: int) -> bytes:
         """Bytes ``start:stop`` (within one block), from the bytes just fetched or its cache
-        file. A block evicted between lookup and open is fetched again; one the cache cannot
-        keep long enough to be opened is read straight from the store."""
+        file. A block evicted between lookup and open is fetched again, with the other evicted
+        blocks of ``files`` (a cache far below the reads in flight evicts several at once); one
+        the cache cannot keep long enough to be opened is read straight from the store."""
         lo = self._block_span(block)[0]
         for _ in range(2):
             path = files.get(block)
@@ -157,8 +162,15 @@ class CachedObject:
                         return os.pread(handle.fileno(), stop - start, start - lo)
                 except FileNotFoundError:
                     pass
-            files.update(self._fetch_run(block, block))
+            self._refetch_evicted(files, block)
         return self.store.read_range(self.key, start, stop)
+
+    def _refetch_evicted(self, files: dict[int, Block], block: int) -> None:
+        """Fetch ``block`` and every other block of ``files`` whose cache file is gone, in runs."""
+        gone = sorted({block} | {b for b, path in files.items()
+                                 if isinstance(path, str) and not os.path.exists(path)})
+        for first, last in _runs(gone):
+            files.update(self._fetch_run(first, last))
 
     def forget(self, start: int, stop: int) -> None:
         """Drop the cached blocks of a range (their bytes proved wrong)."""
@@ -183,14 +195,6 @@ def copy_object(store: Store, key: str, size: int, handle: IO[bytes]) -> None:
             handle.write(pending.pop(0).result())
     for future in pending:
         handle.write(future.result())
-
-
-def _writer(piece: memoryview) -> Callable[[IO[bytes]], None]:
-    """A cache download that writes bytes already fetched."""
-    def write(handle: IO[bytes]) -> None:
-        handle.write(piece)
-
-    return write
 
 
 def _runs(blocks: Sequence[int], cached: Callable[[int], bool] = lambda block: False,
@@ -221,7 +225,8 @@ def fetch_blocks(requests: Sequence[tuple[CachedObject, Sequence[tuple[int, int]
         found = obj.cached_blocks(blocks)
         out.append(found)
         missing = [b for b in blocks if b not in found]
-        runs = _runs(missing, lambda block: obj.cache.lookup(obj._block_key(block)) is not None, GAP_BLOCKS)
+        runs = _runs(missing, lambda block: obj.cache.lookup(obj._block_key(block)) is not None,
+                     obj.gap_blocks)
         futures.extend((number, pool.submit(obj._fetch_run, first, last)) for first, last in runs)
     for number, future in futures:
         out[number].update(future.result())

@@ -36,7 +36,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
@@ -44,7 +44,7 @@ from packer.errors import CacheError, IntegrityError
 from packer.sizes import format_size, parse_size
 from packer.store.cache import files
 from packer.store.cache.bound import LastBound, read_last_bound, record_bound
-from packer.store.filelock import flocked
+from packer.store.filelock import flocked, try_flocked
 
 __all__ = ["DEFAULT_MIN_FREE", "CacheInfo", "NodeCache", "default_cache_dir"]
 
@@ -141,7 +141,7 @@ class NodeCache:
         for part in ("entries", "tmp", "locks"):
             os.makedirs(self._path(part), exist_ok=True)
         record_bound(self._path(), self.limit, self.min_free)
-        with flocked(self._path("locks", "key-" + files.sha1(key)[:4])):
+        with flocked(self._lock_path(key)):
             found = files.touch(path)  # another process may have fetched it while we waited
             if found is not None:
                 if found.st_size == size:
@@ -157,6 +157,47 @@ class NodeCache:
                 self._discard(tmp, size)
                 raise
         return path
+
+    def fetch_run(self, keys: Sequence[str], sizes: Sequence[int],
+                  download: Callable[[int], Sequence[memoryview]]) -> list[str | memoryview]:
+        """Entries for a prefix of ``keys`` (consecutive pieces of one object, ``sizes`` bytes
+        each) in one ``download(n)``, which returns the bytes of the first ``n``.
+
+        The first key's lock is waited for; the next keys are claimed while their locks are
+        free and they are not cached, so processes whose runs overlap split them instead of
+        fetching the overlap twice. Returns the bytes fetched for each key of the prefix; or,
+        where another process fetched the first key meanwhile, its cached path alone. The
+        caller fetches the rest (a later call waits for whoever holds it, then finds it).
+
+        Raises:
+            IntegrityError: ``download`` returned another number of pieces or bytes than asked.
+            CacheError, ValueError: as :meth:`fetch`.
+        """
+        first = self._entry(keys[0])
+        if files.touch(first) is not None:
+            return [first]
+        for part in ("entries", "tmp", "locks"):
+            os.makedirs(self._path(part), exist_ok=True)
+        record_bound(self._path(), self.limit, self.min_free)
+        with contextlib.ExitStack() as held, flocked(self._lock_path(keys[0])):
+            if files.touch(first) is not None:
+                return [first]
+            buckets = {self._lock_path(keys[0])}
+            count = 1
+            for key in keys[1:]:
+                bucket = self._lock_path(key)
+                if files.touch(self._entry(key)) is not None or (
+                        bucket not in buckets and not try_flocked(bucket, held)):
+                    break
+                buckets.add(bucket)
+                count += 1
+            pieces = list(download(count))
+            if len(pieces) != count:
+                raise IntegrityError(f"a run download gave {len(pieces)} pieces, {count} asked")
+            for key, size, piece in zip(keys[:count], sizes, pieces, strict=False):
+                tmp = self._download(key, size, lambda out, piece=piece: out.write(piece))
+                self._publish(key, tmp, self._entry(key))
+            return list(pieces)
 
     def evict_to(self, target_bytes: int) -> int:
         """Remove least recently used entries until the cache holds at most `target_bytes` (entries
@@ -287,6 +328,10 @@ class NodeCache:
                 files.write_usage(fd, usage - size, since)
 
     # -- the directory ----------------------------------------------------------------------------
+
+    def _lock_path(self, key: str) -> str:
+        """The lock file of ``key``'s bucket (a 65536th of all keys)."""
+        return self._path("locks", "key-" + files.sha1(key)[:4])
 
     def _path(self, *parts: str) -> str:
         return os.path.join(self.directory, _LAYOUT, *parts)
