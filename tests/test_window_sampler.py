@@ -135,8 +135,8 @@ def test_a_packed_dataset_gives_its_shards_bytes(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_make_loader_windows_a_url_dataset_larger_than_its_cache(tmp_path: Path, s3_bucket: str,
-                                                                 s3_env: Any) -> None:
+def test_make_loader_windows_a_url_dataset_larger_than_its_cache(tmp_path: Path, s3_bucket: str, s3_env: Any,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
     tree = image_tree(tmp_path / "tree", count=60)
     packer.convert(tree.root, tmp_path / "ds", to="lmdb", shard_size="6KB", workers=1)
     url = f"{s3_bucket}/ds"
@@ -144,7 +144,11 @@ def test_make_loader_windows_a_url_dataset_larger_than_its_cache(tmp_path: Path,
     size = packer.open_dataset(tmp_path / "ds").manifest.num_bytes
     small = packer.open_dataset(url, decode=False, cache_dir=tmp_path / "small", cache_limit=size // 3)
     assert small.access_mode == "ranged"
-    loader = packer.make_loader(small, 8, num_workers=2, collate_fn=list)
+    with caplog.at_level("WARNING", logger="packer.read.loader"):
+        loader = packer.make_loader(small, 8, num_workers=2, collate_fn=list)
+    warned = [r.getMessage() for r in caplog.records if "does not fit its node cache" in r.getMessage()]
+    assert len(warned) == 1 and "windows of about 8.3% of the dataset" in warned[0]  # a third / 4
+    assert "sampler='random'" in warned[0] and "cache_limit=" in warned[0]
     assert isinstance(loader.sampler, ReadAheadSampler)
     window = loader.sampler.sampler
     assert isinstance(window, packer.ShardWindowSampler) and window.window_bytes == size // 3 // 4

@@ -23,6 +23,7 @@ in one line (details in :func:`make_loader`'s docstring):
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Final
@@ -36,6 +37,8 @@ from packer.read.datasets import PackedImageDataset
 from packer.read.readahead import ReadAheadSampler
 from packer.read.samplers import SeededRandomSampler, ShardAwareSampler
 from packer.read.window_sampler import ShardWindowSampler, window_bytes_for
+
+log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_PREFETCH", "MAX_WORKERS", "SAMPLERS", "LoaderSettings", "SeededRandomSampler",
            "available_cpus", "default_workers", "loader_settings", "make_loader"]
@@ -296,6 +299,14 @@ def _for_the_cache(ds: Dataset[Any], settings: LoaderSettings,
     a URL (it did not fit its node cache: a uniform shuffle would refetch all epoch long)."""
     if (given is None and settings.shuffle and isinstance(ds, PackedImageDataset)
             and ds.access_mode == "ranged"):
+        room, total = ds.cache_room or 0, max(1, ds.manifest.num_bytes)
+        log.warning("make_loader: %s (%.2f GB) does not fit its node cache (%.2f GB): training reads "
+                    "it in windows of shards that fit (ShardWindowSampler, windows of about %.1f%% of "
+                    "the dataset). A batch then draws from the shards of one window: in ImageFolder "
+                    "order, a few classes, which can slow or stall training (docs/scaling-out.md, "
+                    "'What it costs'). Give the cache more room (cache_limit=, cache_dir=) or pass "
+                    "sampler='random' for a uniform shuffle at the cost of refetching.",
+                    ds.root, total / 1e9, room / 1e9, 100 * window_bytes_for(room) / total)
         return replace(settings, sampler="window")
     return settings
 
