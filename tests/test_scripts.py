@@ -448,3 +448,13 @@ def test_sampler_mixing(tmp_path: Path) -> None:
     wide = rows["ShardWindowSampler, window 0.5 (5 shards)"]
     narrow = rows["ShardWindowSampler, window 0.1 (1 shards)"]
     assert 1.0 >= wide[1] > narrow[1] > 0 and wide[0] > narrow[0]  # a larger window mixes more classes
+
+
+def test_shuffle_accuracy(tmp_path: Path) -> None:
+    text = run_script("shuffle_accuracy.py", "--classes", "4", "--per-class", "24", "--epochs", "1",
+                      "--seeds", "1", "--windows", "0.5", "--root", str(tmp_path), cwd=tmp_path).stdout
+    rows = {m.group(1).strip(): float(m.group(2))
+            for m in re.finditer(r"^\| (.+?) \| ([\d.]+) \| [\d.]+-[\d.]+ \|$", text, re.M)}
+    assert set(rows) == {"uniform (SeededRandomSampler)", "ShardWindowSampler, windows of 0.5"}
+    assert all(0.0 <= score <= 1.0 for score in rows.values())
+    assert "96 training images" in text and "4 classes; 32 test images" in text
