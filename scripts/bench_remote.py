@@ -328,10 +328,8 @@ def cache_limit(case: str, size: int, peers: str, notes: list[str]) -> int:
     least = 4 * max(shard["raw_data"]["bytes"] + ((shard.get("zip_data") or {}).get("bytes") or 0)
                     for shard in shards)
     if least > size // 10:
-        note = (f"streaming-small: cache {least / 1e6:.1f} MB, not a tenth ({size / 10e6:.1f} MB): "
-                "Streaming refuses a cache_limit under four times its largest shard")
-        if note not in notes:
-            notes.append(note)
+        notes.append(f"streaming-small: cache {least / 1e6:.1f} MB, not a tenth ({size / 10e6:.1f} MB): "
+                     "Streaming refuses a cache_limit under four times its largest shard")
     return max(size // 10, least)
 
 
@@ -501,6 +499,7 @@ def main() -> int:
         try:
             os.environ.update(s3_env(endpoint))
             publish(args, packed, root, sorted({peer_format(case) for case in peers}))
+            limits = {r.case: cache_limit(r.case, size, os.path.join(root, "peers"), notes) for r in results}
             with FaultProxy(endpoint, latency_ms=args.latency_ms) as proxy:
                 os.environ.update(s3_env(proxy.url))
                 for run, result in ((run, r) for run in range(args.reps) for r in results if not r.error):
@@ -509,7 +508,7 @@ def main() -> int:
                     spec = {"url": packed if case == "local" else f"s3://{BUCKET}/{prefix}",
                             "cache": os.path.join(caches, case),
                             "mode": "ranged" if case in SMALL_CACHE else case.split("-")[0],
-                            "limit": cache_limit(case, size, os.path.join(root, "peers"), notes),
+                            "limit": limits[case],
                             "workers": args.workers, "batch_size": args.batch_size}
                     python = args.peers_python if case in PEER_CASES else sys.executable
                     run_case(result, spec, python, proxy, logs)

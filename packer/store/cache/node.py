@@ -138,9 +138,7 @@ class NodeCache:
         found = files.touch(path)
         if found is not None and found.st_size == size:
             return path
-        for part in ("entries", "tmp", "locks"):
-            os.makedirs(self._path(part), exist_ok=True)
-        record_bound(self._path(), self.limit, self.min_free)
+        self._ready()
         with flocked(self._lock_path(key)):
             found = files.touch(path)  # another process may have fetched it while we waited
             if found is not None:
@@ -148,14 +146,7 @@ class NodeCache:
                     return path
                 log.warning("cache entry %s holds %d bytes, not %d: fetching it again",
                             path, found.st_size, size)
-            tmp = self._download(key, size, download)
-            try:
-                if check is not None:
-                    check(tmp)
-                self._publish(key, tmp, path)
-            except BaseException:
-                self._discard(tmp, size)
-                raise
+            self._store(key, size, download, check)
         return path
 
     def fetch_run(self, keys: Sequence[str], sizes: Sequence[int],
@@ -176,9 +167,7 @@ class NodeCache:
         first = self._entry(keys[0])
         if files.touch(first) is not None:
             return [first]
-        for part in ("entries", "tmp", "locks"):
-            os.makedirs(self._path(part), exist_ok=True)
-        record_bound(self._path(), self.limit, self.min_free)
+        self._ready()
         with contextlib.ExitStack() as held, flocked(self._lock_path(keys[0])):
             if files.touch(first) is not None:
                 return [first]
@@ -195,8 +184,7 @@ class NodeCache:
             if len(pieces) != count:
                 raise IntegrityError(f"a run download gave {len(pieces)} pieces, {count} asked")
             for key, size, piece in zip(keys[:count], sizes, pieces, strict=False):
-                tmp = self._download(key, size, lambda out, piece=piece: out.write(piece))
-                self._publish(key, tmp, self._entry(key))
+                self._store(key, size, lambda out, piece=piece: out.write(piece))
             return list(pieces)
 
     def evict_to(self, target_bytes: int) -> int:
@@ -223,6 +211,25 @@ class NodeCache:
             return self._evict(fd, lambda last_use, _: last_use >= cutoff)[:2]
 
     # -- writing an entry -------------------------------------------------------------------------
+
+    def _ready(self) -> None:
+        """The cache's folders exist and its bound is recorded, before a download."""
+        for part in ("entries", "tmp", "locks"):
+            os.makedirs(self._path(part), exist_ok=True)
+        record_bound(self._path(), self.limit, self.min_free)
+
+    def _store(self, key: str, size: int, download: Callable[[BinaryIO], None],
+               check: Callable[[str], None] | None = None) -> None:
+        """Download ``key`` into a temp file, ``check`` it and move it into place, under its lock;
+        a failure deletes the temp file and releases its reservation."""
+        tmp = self._download(key, size, download)
+        try:
+            if check is not None:
+                check(tmp)
+            self._publish(key, tmp, self._entry(key))
+        except BaseException:
+            self._discard(tmp, size)
+            raise
 
     def _download(self, key: str, size: int, download: Callable[[BinaryIO], None]) -> str:
         """A temp file holding `download`'s `size` bytes; a full disk is evicted and retried once."""
