@@ -2,7 +2,8 @@
 """How fast `packer convert` runs against the I/O floor of the same machine, in one run.
 
     python scripts/bench_convert.py SRC [--backend lmdb] [--repeats 3] [--workdir DIR]
-                                        [--checks none header full] [--sources tree] [--json]
+                                        [--checks none header full] [--sources tree]
+                                        [--digests blake3 sha256] [--json]
 
 For any ImageFolder tree SRC (make one with ``make_corpus.py`` from packer's shared tools, or use
 your own), it times, interleaved and repeated so machine noise hits every case alike:
@@ -24,6 +25,10 @@ tar of SRC, converted without extracting it) and ``zip`` (a zip of SRC, members 
 are, as image archives usually are). Archives are built once in the work directory, untimed,
 and their page cache warmed; every case then runs once per source kind, against the same floor,
 and ``<kind>_vs_tree`` ratios compare converting the archive with converting the tree.
+
+``--digests`` names the checksum algorithms to convert with (default: packer's default here,
+``blake3`` with the ``fast`` extra, else ``sha256``); the first is the one the cases above use,
+each other one adds the same cases suffixed ``[sha256]``, and ``<other>_vs_<first>`` ratios.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from typing import Any
 
 import packer
 from packer.cpus import available_cpus
+from packer.digests import default_digest, digest_names
 
 #: What a conversion can read SRC as; one entry per kind of source packer converts.
 SOURCES: tuple[str, ...] = ("tree", "tar", "zip")
@@ -112,20 +118,21 @@ def _time_tar(src: str, work: str) -> float:
     return seconds
 
 
-def _time_convert(source: str, work: str, backend: str, check: str, workers: int) -> float:
+def _time_convert(source: str, work: str, backend: str, check: str, workers: int, digest: str) -> float:
     dst = os.path.join(work, "dst")
     if os.path.exists(dst):
         shutil.rmtree(dst)
     started = time.perf_counter()
-    packer.convert(source, dst, to=backend, check=check, workers=workers)
+    packer.convert(source, dst, to=backend, check=check, workers=workers, digest=digest)
     seconds = time.perf_counter() - started
     shutil.rmtree(dst)
     return seconds
 
 
-def case_name(source: str, check: str, workers: int) -> str:
-    """``check full, workers 2``; other sources than the tree are prefixed: ``tar: check ...``."""
-    name = f"check {check}, workers {workers}"
+def case_name(source: str, check: str, workers: int, digest: str = "") -> str:
+    """``check full, workers 2``; other sources than the tree are prefixed: ``tar: check ...``;
+    a digest other than the first of ``--digests`` is a suffix: ``check none, workers 2 [sha256]``."""
+    name = f"check {check}, workers {workers}" + (f" [{digest}]" if digest else "")
     return name if source == "tree" else f"{source}: {name}"
 
 
@@ -141,6 +148,9 @@ def _parse_args() -> argparse.Namespace:
                         help="the --check levels to run (default: all)")
     parser.add_argument("--sources", nargs="+", default=["tree"], choices=SOURCES,
                         help="what conversions read SRC as (default: tree)")
+    parser.add_argument("--digests", nargs="+", default=[default_digest()], choices=digest_names(),
+                        help="checksum algorithms to convert with; the first is the main one "
+                             f"(default: {default_digest()}, packer's default here)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     return parser.parse_args()
 
@@ -153,11 +163,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.workdir, prefix="packer-bench-") as work:
         inputs = {source: _PREPARERS[source](args.src, work) for source in args.sources}
         cases: dict[str, Callable[[], float]] = {FLOOR: lambda: _time_tar(args.src, work)}
-        for source, path in inputs.items():
-            for check in args.checks:
-                for workers in WORKERS:
-                    cases[case_name(source, check, workers)] = functools.partial(
-                        _time_convert, path, work, args.backend, check, workers)
+        first = args.digests[0]
+        for digest in args.digests:
+            for source, path in inputs.items():
+                for check in args.checks:
+                    for workers in WORKERS:
+                        name = case_name(source, check, workers, "" if digest == first else digest)
+                        cases[name] = functools.partial(_time_convert, path, work, args.backend, check,
+                                                        workers, digest)
         times = {name: [] for name in cases}
         for _ in range(args.repeats):
             for name, run in cases.items():
@@ -184,8 +197,14 @@ def main() -> None:
     if "full" in args.checks and "tree" in args.sources:
         full_2, full_1 = rate("check full, workers 2"), rate("check full, workers 1")
         ratios["check_full_workers2_vs_workers1"] = full_2 / full_1
+    for digest in args.digests[1:]:
+        for source in args.sources:
+            for check in args.checks:
+                prefix = "" if source == "tree" else f"{source}_"
+                ratios[f"{prefix}{digest}_vs_{args.digests[0]}_check_{check}_workers2"] = (
+                    rate(case_name(source, check, 2, digest)) / rate(case_name(source, check, 2)))
     if args.json:
-        print(json.dumps({"src": args.src, "backend": args.backend, "images": images,
+        print(json.dumps({"src": args.src, "backend": args.backend, "digests": args.digests, "images": images,
                           "source_bytes": source_bytes, "cpus": available_cpus(),
                           "repeats": args.repeats, "sources": args.sources, "cases": figures,
                           "ratios": ratios}, indent=2))
@@ -195,7 +214,8 @@ def main() -> None:
 
 def _print(args: argparse.Namespace, images: int, source_bytes: int, figures: dict[str, Any],
            ratios: dict[str, float]) -> None:
-    print(f"{args.src}: {images} images, {source_bytes / 1e6:.1f} MB; backend {args.backend}; "
+    print(f"{args.src}: {images} images, {source_bytes / 1e6:.1f} MB; backend {args.backend}, "
+          f"digest {args.digests[0]}; "
           f"{args.repeats} interleaved repeats, warm page cache, {available_cpus()} CPUs")
     width = max(24, *(len(name) for name in figures))
     print(f"  {'case':<{width}} {'images/s':>9} {'MB/s':>8}   {'median s (min-max)':<18}  vs tar")
@@ -213,6 +233,13 @@ def _print(args: argparse.Namespace, images: int, source_bytes: int, figures: di
             source, _, rest = key.partition("_vs_tree_check_")
             check = rest.partition("_")[0]
             print(f"  {source} source vs the tree, --check {check}, 2 workers: {value:.2f}x")
+    for digest in args.digests[1:]:
+        for source in args.sources:
+            for check in args.checks:
+                prefix = "" if source == "tree" else f"{source}_"
+                value = ratios[f"{prefix}{digest}_vs_{args.digests[0]}_check_{check}_workers2"]
+                print(f"  {prefix.rstrip('_') or 'tree'}, --digest {digest} vs {args.digests[0]}, "
+                      f"--check {check}, 2 workers: {value:.2f}x")
 
 
 if __name__ == "__main__":

@@ -119,7 +119,7 @@ def test_manifest_describes_the_conversion(standard_tree: Path, tmp_path: Path,
     assert dataset_files(tmp_path / "dst") == set(tree_files(tmp_path / "dst"))
     for entry in [*manifest.shards, *manifest.sample_index.values()]:
         data = (tmp_path / "dst" / entry.path).read_bytes()
-        assert (len(data), sha(data)) == (entry.num_bytes, entry.sha256)
+        assert (len(data), manifest.digest_algorithm.hex(data)) == (entry.num_bytes, entry.sha256)
 
 
 # ----------------------------------------------------------------------------- skipped files

@@ -22,7 +22,7 @@ PACKAGE = Path(packer.__file__).parent
 #: Layer of each top-level package or module; a module may import its own layer or lower ones.
 LAYERS = {
     "errors": 0, "keys": 0, "sizes": 0, "cpus": 0, "lazy": 0, "registry": 0, "_moved": 0, "progressbar": 0,
-    "per_process": 0,
+    "per_process": 0, "digests": 0, "digest_blake3": 0,
     "store": 1,
     "source": 2,
     "format": 3,

@@ -23,9 +23,9 @@ from packer.errors import (
     PackerError,
 )
 from packer.format.manifest import (
-    FIELDS_FORMAT_VERSION,
     FORMAT_VERSION,
     IN_PROGRESS_NAME,
+    LATEST_FORMAT_VERSION,
     MANIFEST_NAME,
     FileEntry,
     Manifest,
@@ -182,7 +182,7 @@ def test_newer_or_bad_format_version(tmp_path: Path, version: Any) -> None:
 
 def test_newer_format_version_says_upgrade() -> None:
     data = example_manifest().to_dict()
-    data["format_version"] = FIELDS_FORMAT_VERSION + 1
+    data["format_version"] = LATEST_FORMAT_VERSION + 1
     with pytest.raises(ManifestError, match="upgrade packer"):
         Manifest.from_json(json.dumps(data))
 

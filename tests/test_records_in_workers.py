@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import json
 import os
 import socket
@@ -25,6 +26,7 @@ import pytest
 from imagetools import dataset_snapshot, mixed_tree
 
 import packer
+from packer import digests
 from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, load_receipt
 from packer.format import records as records_module
 from packer.format.backends import Backend
@@ -32,7 +34,6 @@ from packer.format.manifest import Manifest, ShardEntry, SkippedFile
 from packer.format.records import records_from_bytes, records_of_shards, records_to_bytes
 from packer.format.sample_index import SampleIndex
 from packer.source.sourcefile import UnpackableFile, read_source
-from packer.store import durable
 from packer.store.durable import sha256_file
 
 SHARD_SIZE = "1500"  # bytes: mixed_tree becomes about a dozen shards
@@ -41,7 +42,7 @@ SHARD_SIZE = "1500"  # bytes: mixed_tree becomes about a dozen shards
 def _records_read_back(dst: Path, backend: Backend) -> np.ndarray:
     manifest = Manifest.load(str(dst))
     shards = [(str(dst / shard.path), shard.num_samples) for shard in manifest.shards]
-    return records_of_shards(backend, shards)
+    return records_of_shards(backend, shards, digest=manifest.digest_algorithm)
 
 
 def _records_kept(dst: Path) -> np.ndarray:
@@ -158,7 +159,11 @@ def test_sha256_file_at_block_boundaries(tmp_path: Path, size: int) -> None:
     data = os.urandom(size)
     (tmp_path / "f").write_bytes(data)
     assert sha256_file(str(tmp_path / "f")) == hashlib.sha256(data).hexdigest()
-    assert durable._CHUNK == 1 << 20  # the sizes above straddle it
+    assert digests._CHUNK == 1 << 20  # the sizes above straddle it
+    if importlib.util.find_spec("blake3"):
+        import blake3
+
+        assert digests.get_digest("blake3").file(str(tmp_path / "f")) == blake3.blake3(data).hexdigest()
 
 
 def test_read_source_opens_once_and_reads_the_file_whole(tmp_path: Path,

@@ -136,6 +136,16 @@ def test_bench_convert(tmp_path: Path) -> None:
                                       "check_full_workers2_vs_workers1"}
     assert not list(work.iterdir())  # the temporary work directory is gone
 
+    # Another checksum algorithm: the same cases again, suffixed, and their ratio to the first.
+    other = "blake3" if importlib.util.find_spec("blake3") else None
+    digests = ["sha256", *([other] if other else [])]
+    compared = json.loads(run_script("bench_convert.py", src, "--repeats", "1", "--workdir", work, "--checks",
+                                     "none", "--digests", *digests, "--json", cwd=tmp_path).stdout)
+    assert compared["digests"] == digests and "check none, workers 2" in compared["cases"]
+    if other:
+        assert "check none, workers 2 [blake3]" in compared["cases"]
+        assert compared["ratios"]["blake3_vs_sha256_check_none_workers2"] > 0
+
     # Archive sources: the same tree as a tar and a zip, converted without extracting them.
     archives = json.loads(run_script("bench_convert.py", src, "--repeats", "1", "--workdir", work,
                                      "--checks", "none", "--sources", "tree", "tar", "zip", "--json",

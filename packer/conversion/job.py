@@ -103,6 +103,7 @@ def plan_source(source: Source, destination: Destination, state: DestinationStat
     tasks = tuple(ShardTask(p.index, shard_name(p.index), reader, destination.path, "",
                             options.backend.name, codec, options.check, options.max_pixels,
                             options.strict, p.planned_bytes, items[p.index], fingerprints[p.index],
-                            inputs[p.index], recorded, metadata[p.index], schema=schema)
+                            inputs[p.index], recorded, metadata[p.index], schema=schema,
+                            digest=str(options.digest))
                   for p in plans)
     return Job(source.location, destination, state, source, index, reader, plan, tasks)

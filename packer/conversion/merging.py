@@ -30,12 +30,12 @@ from packer.conversion.outcome import check_merge_packed_something
 from packer.conversion.plan import JobPlan, describe_shards, shard_name
 from packer.conversion.receipts import ShardResult, receipt_path
 from packer.cpus import available_cpus
+from packer.digests import LEGACY_DIGEST, DigestAlgorithm, get_digest
 from packer.errors import MissingShardsError, NotADatasetError, OutputError, PackerError
 from packer.format.backends import get_backend
-from packer.format.manifest import FIELDS_FORMAT_VERSION, FORMAT_VERSION, MANIFEST_NAME, Manifest, ShardEntry
+from packer.format.manifest import MANIFEST_NAME, Manifest, ShardEntry, format_version_of
 from packer.format.records import records_of_shards
 from packer.format.sample_index import SampleIndex, write_sample_index
-from packer.store.durable import sha256_file
 
 __all__ = ["DISTRIBUTION", "MergeResult", "build_manifest", "finished_shards", "merge", "unwritten_shards"]
 
@@ -77,6 +77,7 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, v
         if target >= 0:  # -1: a sample of a schema without a class label
             counts[target] += 1
     options = plan.options
+    digest = get_digest(options.get("digest", LEGACY_DIGEST))
     manifest = Manifest(
         backend=options["backend"],
         codec=options["codec"],
@@ -88,23 +89,24 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, v
         shards=tuple(shards),
         sample_index=write_sample_index(
             dst, relpaths, targets, sources, metadata if plan.metadata_columns else None,
-            records=_records(dst, options["backend"], shards, results)),
+            records=_records(dst, options["backend"], shards, results, digest), digest=digest),
         skipped=tuple(s for r in results for s in r.skipped),
         scan=plan.scan,
         source=plan.source,
         created_by=f"packer {packer_version()}",
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         extra=extra,
-        format_version=FIELDS_FORMAT_VERSION if "schema" in extra else FORMAT_VERSION,
+        format_version=format_version_of(digest.name, has_schema="schema" in extra),
         version=version,
         last_update=last_update or {},
+        digest=digest.name,
     )
     manifest.save(dst)
     return manifest
 
 
-def _records(dst: str, backend: str, shards: Sequence[ShardEntry],
-             results: Sequence[ShardResult]) -> np.ndarray | None:
+def _records(dst: str, backend: str, shards: Sequence[ShardEntry], results: Sequence[ShardResult],
+             digest: DigestAlgorithm) -> np.ndarray | None:
     """The records array (:mod:`packer.format.records`), or None where the backend cannot
     locate records (a remote reader then downloads whole shards). Each shard's rows come from
     its task's result, or from the version of DST being updated (:func:`_rows_in_place`); only
@@ -113,13 +115,15 @@ def _records(dst: str, backend: str, shards: Sequence[ShardEntry],
     if chosen.ranges is None:
         return None
     return records_of_shards(chosen, [(os.path.join(dst, s.path), s.num_samples) for s in shards],
-                             known=_rows_in_place(dst, results), workers=available_cpus())
+                             known=_rows_in_place(dst, results, digest.name), workers=available_cpus(),
+                             digest=digest)
 
 
-def _rows_in_place(dst: str, results: Sequence[ShardResult]) -> list[np.ndarray | None]:
+def _rows_in_place(dst: str, results: Sequence[ShardResult], digest: str) -> list[np.ndarray | None]:
     """Each result's records; for a shard reused by ``packer update`` (it has none), its rows
-    in the current version's records array. A shard file is named by its contents' SHA-256,
-    so a file of the same name and sample count holds the same records."""
+    in the current version's records array. A shard file is named by its contents' digest,
+    so a file of the same name and sample count holds the same records (a dataset keeps its
+    digest algorithm across updates)."""
     known = [result.records_array() for result in results]
     if all(rows is not None for rows in known) or not os.path.isfile(os.path.join(dst, MANIFEST_NAME)):
         return known
@@ -127,6 +131,8 @@ def _rows_in_place(dst: str, results: Sequence[ShardResult]) -> list[np.ndarray 
         current = Manifest.load(dst)
         rows = SampleIndex.of(dst, current).records
     except (PackerError, OSError, KeyError, ValueError):  # no usable records: read the shards
+        return known
+    if current.digest != digest:  # its rows' digests are another algorithm's
         return known
     where = {shard.path: (shard.first, shard.num_samples) for shard in current.shards}
     for number, result in enumerate(results):
@@ -211,6 +217,7 @@ def _checked_shards(path: str, plan: JobPlan, *, verify: bool,
         MissingShardsError: shards are missing, unfinished or damaged (those are removed).
     """
     found, missing = finished_shards(path, plan)
+    digest = get_digest(plan.options.get("digest", LEGACY_DIGEST))
     if missing:
         raise MissingShardsError(
             f"Cannot merge {path!r}: {len(missing)} of {plan.num_shards} shard files are missing "
@@ -220,7 +227,7 @@ def _checked_shards(path: str, plan: JobPlan, *, verify: bool,
     for number, result in sorted(found.items()):
         if on_shard is not None:
             on_shard(result.entry.path)
-        if verify and sha256_file(os.path.join(path, result.entry.path)) != result.entry.sha256:
+        if verify and digest.file(os.path.join(path, result.entry.path)) != result.entry.sha256:
             damaged.append(number)
     if damaged:
         for number in damaged:

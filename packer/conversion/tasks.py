@@ -15,7 +15,6 @@ finishing the dataset reads no shard back; the file is hashed while it is synced
 
 from __future__ import annotations
 
-import hashlib
 import os
 import uuid
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from packer.conversion.destination.resume import shard_contents
 from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, receipt_path
+from packer.digests import LEGACY_DIGEST, get_digest
 from packer.errors import BadImageError
 from packer.format.backends import ShardWriter, get_backend
 from packer.format.codecs import Codec
@@ -35,7 +35,7 @@ from packer.format.records import digest64, digest_prefix, records_to_bytes, sha
 from packer.format.shardset import shard_file_name
 from packer.source.base import ItemReader, SourceItem
 from packer.source.sourcefile import UnpackableFile
-from packer.store.durable import atomic_write_bytes, fsync_dir, sha256_file
+from packer.store.durable import atomic_write_bytes, fsync_dir
 
 __all__ = ["SegmentResult", "SegmentTask", "ShardAssembler", "ShardTask", "Task", "field_values", "shard_of",
            "write_segment", "write_shard"]
@@ -69,6 +69,8 @@ class ShardTask:
     crashed: dict[str, str] = field(default_factory=dict)
     #: The samples' fields; None: ImageFolder's ``{image, label}`` (a record is the image alone).
     schema: Schema | None = None
+    #: The algorithm of the shard's checksums (:mod:`packer.digests`), as the options record it.
+    digest: str = LEGACY_DIGEST
 
     def run(self, notify: Notify) -> ShardResult:
         """Do the work (in a worker process)."""
@@ -122,6 +124,7 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
     """Read, check and encode items ``start:stop`` in order, handing each payload to ``sink``."""
     packed = _Packed()
     encoder = sample_encoder(task)
+    algorithm = get_digest(task.digest)
     for position in range(start, stop):
         item = task.items[position]
         relpath, label, size, mtime_ns = item.relpath, item.label, item.size, item.mtime_ns
@@ -129,7 +132,7 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
         digest = b""
         try:
             data = task.reader.read(item)
-            digest = hashlib.sha256(data).digest()
+            digest = algorithm.of(data)  # once, from the bytes in hand: the source's and the record's
             if relpath in task.crashed:  # read (its digest counts), but never decoded again
                 raise UnpackableFile("decode_error", task.crashed[relpath])
             values = (task.reader.values(item, data, task.metadata[position] if task.metadata else "")
@@ -147,7 +150,7 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
             packed.sources.append((size, mtime_ns, short))  # samples/sources.npy
             packed.digests.append((relpath, digest.hex()))
             # the records array's digest: the payload's (the source's when stored untouched)
-            packed.payload_digests.append(short if payload is data else digest64(payload))
+            packed.payload_digests.append(short if payload is data else digest64(payload, algorithm))
             if task.metadata:
                 packed.metadata.append(task.metadata[position])
             notify("packed", relpath)
@@ -169,8 +172,9 @@ def _temporary(task: ShardTask, what: str) -> str:
 
 
 def _finish(writer: ShardWriter, task: ShardTask, packed: _Packed) -> tuple[str, bytes | None]:
-    """Close ``writer``; return the hex SHA-256 of the file it wrote and its records
-    (:func:`packer.format.records.records_to_bytes`, None where the backend cannot tell).
+    """Close ``writer``; return the hex digest (by the task's algorithm) of the file it wrote
+    and its records (:func:`packer.format.records.records_to_bytes`, None where the backend
+    cannot tell).
 
     Once :meth:`ShardWriter.finish` has put the last bytes, the file is hashed in a thread
     while :meth:`ShardWriter.close` syncs it and the backend locates the records: the hash
@@ -179,7 +183,7 @@ def _finish(writer: ShardWriter, task: ShardTask, packed: _Packed) -> tuple[str,
     backend = get_backend(task.backend)
     writer.finish()
     with ThreadPoolExecutor(1, thread_name_prefix="packer-hash") as pool:  # joined on the way out
-        hashing = pool.submit(sha256_file, writer.path)
+        hashing = pool.submit(get_digest(task.digest).file, writer.path)
         writer.close()
         records = (None if backend.ranges is None else
                    records_to_bytes(shard_records_of(backend, writer.path, packed.payload_digests)))
@@ -188,7 +192,7 @@ def _finish(writer: ShardWriter, task: ShardTask, packed: _Packed) -> tuple[str,
 
 def _publish(task: ShardTask, tmp_path: str, packed: _Packed,
              finished: tuple[str, bytes | None]) -> ShardResult:
-    """Rename the written shard (``finished``: its SHA-256 and records, from :func:`_finish`)
+    """Rename the written shard (``finished``: its digest and records, from :func:`_finish`)
     into DST under its content name, fsync, then write its receipt. A file of that name
     already in DST holds the same bytes (another version's, or an earlier attempt's): it is
     kept, never rewritten, and the new copy dropped."""

@@ -2,7 +2,7 @@
 cache from a URL, as whole staged shards or as byte ranges of records.
 
 * ``local``: the store has real paths (a local disk, NFS, Lustre): today's readers, untouched.
-* ``whole``: each shard is downloaded once into the cache (checked against its SHA-256) and read
+* ``whole``: each shard is downloaded once into the cache (checked against its digest) and read
   there by its backend, like a local file; for a cache that holds the dataset.
 * ``ranged``: records are fetched as byte ranges of their shard (the ``records`` array of
   :mod:`packer.format.records` says where), through the cache's blocks, each record checked
@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from packer.digests import SHA256, DigestAlgorithm
 from packer.errors import CacheError, IntegrityError, ShardError
 from packer.format.backends import Backend, ShardReader
 from packer.format.backends.base import Arena
@@ -31,7 +32,6 @@ from packer.format.records import digest64
 from packer.per_process import PerProcess
 from packer.store import NodeCache, Store
 from packer.store.cache.fetching import BLOCK_SIZE, CachedObject, fetch_blocks
-from packer.store.durable import sha256_file
 
 __all__ = ["MODES", "DatasetAccess", "choose_access"]
 
@@ -93,33 +93,34 @@ def block_size_for(cache: NodeCache) -> int:
 
 
 class _CachedAccess(DatasetAccess):
-    def __init__(self, store: Store, cache: NodeCache) -> None:
+    def __init__(self, store: Store, cache: NodeCache, digest: DigestAlgorithm = SHA256) -> None:
         super().__init__(store)
         self.cache = cache
         self.block_size = block_size_for(cache)
+        self.digest = digest  # what every fetched file and record is checked with
 
     def _object(self, entry: ShardEntry | FileEntry) -> CachedObject:
         return CachedObject(self.store, entry.path, entry.num_bytes, entry.sha256, self.cache,
                             self.block_size)
 
     def index_file(self, entry: FileEntry) -> str:
-        return stage_checked(self._object(entry))
+        return stage_checked(self._object(entry), self.digest)
 
     def describe(self) -> str:
         bound = "no bound" if self.cache.limit is None else f"bound {self.cache.limit} bytes"
         return f"{self.mode} from {self.store.describe()} through {self.cache.directory} ({bound})"
 
 
-def stage_checked(obj: CachedObject) -> str:
-    """``obj`` downloaded into the cache and checked against its SHA-256, once more if the
-    first copy is wrong.
+def stage_checked(obj: CachedObject, digest: DigestAlgorithm = SHA256) -> str:
+    """``obj`` downloaded into the cache and checked against its digest (by the dataset's
+    algorithm), once more if the first copy is wrong.
 
     Raises:
         IntegrityError: both copies differ from the manifest's checksum.
     """
     def check(path: str) -> None:
-        if sha256_file(path) != obj.content_id:
-            raise IntegrityError(f"{obj.url} does not match the SHA-256 its manifest records")
+        if digest.file(path) != obj.content_id:
+            raise IntegrityError(f"{obj.url} does not match the {digest.name} digest its manifest records")
 
     try:
         return obj.local_copy(check)
@@ -136,17 +137,19 @@ def stage_checked(obj: CachedObject) -> str:
 class StagedShardReader(ShardReader):
     """A shard downloaded whole into the cache, then read there by its backend's reader."""
 
-    def __init__(self, obj: CachedObject, backend: Backend, num_samples: int) -> None:
+    def __init__(self, obj: CachedObject, backend: Backend, num_samples: int,
+                 digest: DigestAlgorithm = SHA256) -> None:
         super().__init__(obj.url, num_samples)
         self.obj = obj
         self.backend = backend
+        self.digest = digest
         self._inner: ShardReader | None = None
         #: The local copy this process opens; dropped when the reader closes (and so before a
         #: fork), so that each opening finds the copy in the cache again.
         self._staged: PerProcess[str] = PerProcess(self._stage)
 
     def _stage(self) -> str:
-        return stage_checked(self.obj)
+        return stage_checked(self.obj, self.digest)
 
     def stage(self) -> str:
         """The shard's local copy, downloading it if this node has none (outside any lock)."""
@@ -188,10 +191,12 @@ class StagedShardReader(ShardReader):
         self._staged.clear()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"obj": self.obj, "backend": self.backend, "num_samples": self.num_samples}
+        return {"obj": self.obj, "backend": self.backend, "num_samples": self.num_samples,
+                "digest": self.digest}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["obj"], state["backend"], state["num_samples"])  # type: ignore[misc]
+        self.__init__(state["obj"], state["backend"], state["num_samples"],  # type: ignore[misc]
+                      state.get("digest", SHA256))
 
 
 class WholeAccess(_CachedAccess):
@@ -200,7 +205,7 @@ class WholeAccess(_CachedAccess):
     mode = "whole"
 
     def reader(self, backend: Backend, shard: ShardEntry, records: Callable[[], np.ndarray]) -> ShardReader:
-        return StagedShardReader(self._object(shard), backend, shard.num_samples)
+        return StagedShardReader(self._object(shard), backend, shard.num_samples, self.digest)
 
     def prefetch(self, readers: Mapping[int, ShardReader], wanted: Mapping[int, Sequence[int]]) -> None:
         todo = [r for n, r in readers.items() if n in wanted and isinstance(r, StagedShardReader)
@@ -214,9 +219,10 @@ class RangedShardReader(ShardReader):
     """Records fetched as byte ranges of their shard, checked against their digests."""
 
     def __init__(self, obj: CachedObject, num_samples: int, records: Callable[[], np.ndarray],
-                 num_bytes: int) -> None:
+                 num_bytes: int, digest: DigestAlgorithm = SHA256) -> None:
         super().__init__(obj.url, num_samples)
         self.obj = obj
+        self.digest = digest
         self._records = records
         self.num_bytes = num_bytes  # the shard's size, as the manifest records it
 
@@ -252,7 +258,7 @@ class RangedShardReader(ShardReader):
         out = []
         for index, (start, stop) in zip(indices, ranges, strict=True):
             data = self.obj.read_range(start, stop, files)
-            if digest64(data) != int(rows[index, 2]):
+            if digest64(data, self.digest) != int(rows[index, 2]):
                 data = self._refetch(index, start, stop, int(rows[index, 2]))
             out.append(data)
         return out
@@ -261,7 +267,7 @@ class RangedShardReader(ShardReader):
         log.warning("record %d of %s came back damaged; fetching it again", index, self.obj.url)
         self.obj.forget(start, stop)
         data = self.obj.store.read_range(self.obj.key, start, stop)
-        if digest64(data) != digest:
+        if digest64(data, self.digest) != digest:
             raise IntegrityError(
                 f"Record {index} of {self.obj.url} (bytes {start}-{stop}) does not match the digest "
                 "its dataset records, fetched twice: the shard was changed or damaged in the store. "
@@ -278,7 +284,8 @@ class RangedAccess(_CachedAccess):
     mode = "ranged"
 
     def reader(self, backend: Backend, shard: ShardEntry, records: Callable[[], np.ndarray]) -> ShardReader:
-        return RangedShardReader(self._object(shard), shard.num_samples, records, shard.num_bytes)
+        return RangedShardReader(self._object(shard), shard.num_samples, records, shard.num_bytes,
+                                 self.digest)
 
     def prefetch(self, readers: Mapping[int, ShardReader], wanted: Mapping[int, Sequence[int]]) -> None:
         requests = [(r.obj, r.ranges(wanted[n])) for n, r in readers.items()
@@ -314,7 +321,8 @@ def choose_access(store: Store, manifest: Manifest, *, cache: NodeCache | None =
                          f"{store.describe()} (the largest has {biggest} bytes), as reading whole "
                          "shards needs; raise cache_limit, or read by ranges (a dataset converted "
                          "by a packer that records record ranges).")
-    access: DatasetAccess = WholeAccess(store, cache) if mode == "whole" else RangedAccess(store, cache)
+    digest = manifest.digest_algorithm  # a missing blake3 wheel is named before anything is fetched
+    access: DatasetAccess = (WholeAccess if mode == "whole" else RangedAccess)(store, cache, digest)
     log.info("reading %s", access.describe())
     return access
 

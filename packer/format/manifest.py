@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
+from packer.digests import LEGACY_DIGEST, DigestAlgorithm, get_digest
 from packer.errors import (
     BucketNotFoundError,
     IncompleteDatasetError,
@@ -33,6 +34,14 @@ from packer.errors import (
     VersionGoneError,
 )
 from packer.format.fields.schema import Schema, imagefolder_schema
+from packer.format.format_versions import (
+    DIGEST_FORMAT_VERSION,
+    FIELDS_FORMAT_VERSION,
+    FORMAT_VERSION,
+    LATEST_FORMAT_VERSION,
+    check_digest,
+    format_version_of,
+)
 from packer.format.manifest_fields import get_field as _get
 from packer.format.manifest_fields import get_items as _get_items
 from packer.format.manifest_fields import record as _record
@@ -41,8 +50,10 @@ from packer.store import Store, open_store
 from packer.store.durable import atomic_write_bytes
 
 __all__ = [
+    "DIGEST_FORMAT_VERSION",
     "FIELDS_FORMAT_VERSION",
     "FORMAT_VERSION",
+    "LATEST_FORMAT_VERSION",
     "IN_PROGRESS_NAME",
     "MANIFEST_NAME",
     "FileEntry",
@@ -53,14 +64,11 @@ __all__ = [
     "VERSIONS_DIR",
     "dataset_versions",
     "estimate_manifest_bytes",
+    "format_version_of",
     "version_key",
     "version_path",
 ]
 
-FORMAT_VERSION: Final = 2
-#: The format of a dataset whose samples have fields other than ImageFolder's ``{image, label}``
-#: (``extra.schema``): a packer that reads only format 2 refuses it rather than misreading it.
-FIELDS_FORMAT_VERSION: Final = 3
 MANIFEST_NAME: Final = "index.json"
 IN_PROGRESS_NAME: Final = ".packer-in-progress"
 #: Every kept version's manifest, ``versions/00001.json``, ...
@@ -100,7 +108,8 @@ def dataset_versions(root: str | os.PathLike[str] | Store) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class FileEntry:
-    """A file of the dataset with its size and checksum (sample index arrays)."""
+    """A file of the dataset with its size and checksum (sample index arrays): the hex digest
+    by the manifest's ``digest`` algorithm (the key is ``sha256`` since format 1)."""
 
     path: str
     num_bytes: int
@@ -111,7 +120,9 @@ class FileEntry:
 class ShardEntry:
     """One shard: its file, the global index of its first sample, its size and checksum, and
     what it was made of (``inputs``: the sources' paths, sizes and mtimes; ``contents``: their
-    bytes), by which ``packer update`` knows it can keep the shard. Format 1 has neither."""
+    bytes), by which ``packer update`` knows it can keep the shard. Format 1 has neither. The
+    checksum is the hex digest by the manifest's ``digest`` algorithm (the key is ``sha256``
+    since format 1, whatever the algorithm; the shard's file name is its first 16 digits)."""
 
     path: str
     first: int
@@ -174,6 +185,9 @@ class Manifest:
     #: What the update that made this version did (files added, removed, changed; shards
     #: reused and written; bytes written); empty for a conversion.
     last_update: dict[str, Any] = field(default_factory=dict)
+    #: The algorithm of every checksum here (:mod:`packer.digests`); written only when it is
+    #: not ``sha256``, which manifests before format 4 all use.
+    digest: str = LEGACY_DIGEST
 
     @functools.cached_property
     def schema(self) -> Schema:
@@ -198,6 +212,8 @@ class Manifest:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; ``num_samples`` and ``format`` are added for readers of the file."""
         data = asdict(self)
+        if self.digest == LEGACY_DIGEST:
+            del data["digest"]
         data["format"] = "packer"
         data["num_samples"] = self.num_samples
         return data
@@ -222,9 +238,9 @@ class Manifest:
         if not isinstance(data, dict) or data.get("format") != "packer":
             raise ManifestError(f"{source} is not a packer manifest.")
         version = data.get("format_version")
-        if not isinstance(version, int) or version > FIELDS_FORMAT_VERSION:
+        if not isinstance(version, int) or version > LATEST_FORMAT_VERSION:
             raise ManifestError(f"{source} has format version {version!r}; this packer reads "
-                                f"version {FIELDS_FORMAT_VERSION} or older: upgrade packer.")
+                                f"version {LATEST_FORMAT_VERSION} or older: upgrade packer.")
         try:
             manifest = cls(
                 backend=_get(data, "backend", str, source),
@@ -248,6 +264,7 @@ class Manifest:
                 extra=_get(data, "extra", dict, source) if "extra" in data else {},
                 version=_get(data, "version", int, source) if "version" in data else 1,
                 last_update=_get(data, "last_update", dict, source) if "last_update" in data else {},
+                digest=_get(data, "digest", str, source) if "digest" in data else LEGACY_DIGEST,
             )
         except TypeError as err:
             raise ManifestError(f"{source} has a malformed entry ({err}); re-convert.") from err
@@ -256,7 +273,13 @@ class Manifest:
                                 f"{len(manifest.classes)}; the dataset is damaged: re-convert.")
         _check_keys(manifest, source)
         _check_schema(manifest, source)
+        check_digest(manifest.digest, manifest.format_version, source)
         return manifest
+
+    @property
+    def digest_algorithm(self) -> DigestAlgorithm:
+        """The algorithm of this manifest's checksums (MissingExtraError: blake3's wheel is missing)."""
+        return get_digest(self.digest)
 
     def save(self, root: str | os.PathLike[str]) -> str:
         """Write ``root/versions/<version>.json``, then ``root/index.json`` (the switch to this
@@ -353,14 +376,15 @@ def _check_keys(manifest: Manifest, source: str) -> None:
 
 
 def _check_schema(manifest: Manifest, source: str) -> None:
-    """A format-3 manifest records a valid schema, a format-2 one none.
+    """A format-3 manifest records a valid schema, a format-2 one none (format 4 may record one).
 
     Raises:
         ManifestError: the schema is missing, malformed or names an unknown field type (a
             plugin not installed here); the message says which.
     """
     has_schema = "schema" in manifest.extra
-    if has_schema != (manifest.format_version >= FIELDS_FORMAT_VERSION):
+    allowed = manifest.format_version >= FIELDS_FORMAT_VERSION
+    if (has_schema and not allowed) or (not has_schema and manifest.format_version == FIELDS_FORMAT_VERSION):
         raise ManifestError(f"{source}: format version {manifest.format_version} "
                             f"{'records no' if not has_schema else 'should record no'} schema; "
                             "the dataset is damaged: re-convert it.")
@@ -370,3 +394,4 @@ def _check_schema(manifest: Manifest, source: str) -> None:
         except SchemaError as err:
             raise ManifestError(f"{source}: {err} (a field type from a plugin needs that plugin "
                                 "installed here).") from err
+

@@ -2,7 +2,8 @@
 
 ``samples/records-<h>.npy`` (format 2; earlier 0.2 datasets lack it, and readers ignore it) is
 ``int64[N, 3]``: for each sample, the byte offset of its payload within its shard file, the
-payload's length, and the first 8 bytes of the payload's SHA-256 as a signed integer. A remote
+payload's length, and the first 8 bytes of the payload's digest (by the manifest's ``digest``
+algorithm: SHA-256 or BLAKE3, :mod:`packer.digests`) as a signed integer. A remote
 reader fetches any record as one byte range, with no B-tree walk and no backend library, and
 checks what it fetched against the digest, record by record: a corrupted range is pinned on one
 sample, and refetching it costs that record's bytes, not a block's. Datasets converted before
@@ -11,13 +12,13 @@ it have no such array and are read remotely by whole-shard download.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from packer.digests import SHA256, DigestAlgorithm
 from packer.errors import ShardError
 from packer.format.backends import Backend
 
@@ -29,9 +30,10 @@ RECORD_COLUMNS = 3
 _DTYPE = np.dtype("<i8")
 
 
-def digest64(data: bytes | memoryview) -> int:
-    """The first 8 bytes of ``data``'s SHA-256, as the signed int64 the records array holds."""
-    return digest_prefix(hashlib.sha256(data).digest())
+def digest64(data: bytes | memoryview, digest: DigestAlgorithm = SHA256) -> int:
+    """The first 8 bytes of ``data``'s digest (by the dataset's algorithm, ``digest``), as the
+    signed int64 the records array holds."""
+    return digest_prefix(digest.of(data))
 
 
 def digest_prefix(digest: bytes) -> int:
@@ -39,7 +41,8 @@ def digest_prefix(digest: bytes) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def shard_records(backend: Backend, path: str, num_samples: int) -> np.ndarray:
+def shard_records(backend: Backend, path: str, num_samples: int,
+                  digest: DigestAlgorithm = SHA256) -> np.ndarray:
     """``int64[n, 3]`` (offset, length, digest) of each record of one finished shard file.
 
     Raises:
@@ -56,7 +59,7 @@ def shard_records(backend: Backend, path: str, num_samples: int) -> np.ndarray:
             data = os.pread(fd, length, offset)
             if len(data) != length:
                 raise ShardError(f"Shard {path!r} ends inside record {index}; re-convert it.")
-            out[index, 2] = digest64(data)
+            out[index, 2] = digest64(data, digest)
     return out
 
 
@@ -89,7 +92,8 @@ def records_from_bytes(data: bytes, num_samples: int) -> np.ndarray | None:
 
 
 def records_of_shards(backend: Backend, shards: Sequence[tuple[str, int]], *,
-                      known: Sequence[np.ndarray | None] = (), workers: int = 4) -> np.ndarray:
+                      known: Sequence[np.ndarray | None] = (), workers: int = 4,
+                      digest: DigestAlgorithm = SHA256) -> np.ndarray:
     """The records array of a dataset, its shards' rows concatenated in shard order.
 
     ``known[i]``, where given and not None, is shard ``i``'s rows as the task that wrote it
@@ -102,7 +106,7 @@ def records_of_shards(backend: Backend, shards: Sequence[tuple[str, int]], *,
     missing = [i for i, part in enumerate(parts) if part is None]
     if missing:
         with ThreadPoolExecutor(max(1, min(workers, len(missing)))) as pool:
-            for i, rows in zip(missing, pool.map(lambda i: shard_records(backend, *shards[i]), missing),
-                               strict=True):
+            found = pool.map(lambda i: shard_records(backend, *shards[i], digest), missing)
+            for i, rows in zip(missing, found, strict=True):
                 parts[i] = rows
     return np.concatenate([part for part in parts if part is not None])

@@ -25,7 +25,6 @@ almost nothing (no Python list per worker: the copy-on-read growth of pytorch is
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -34,6 +33,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from packer.digests import SHA256, DigestAlgorithm
 from packer.errors import ShardError
 from packer.format.access import DatasetAccess, LocalAccess
 from packer.format.manifest import FileEntry, Manifest
@@ -87,8 +87,10 @@ def _content_name(plain: str, digest: str) -> str:
 def write_sample_index(root: str, relpaths: Sequence[str], targets: Sequence[int],
                        sources: Sequence[tuple[int, int, int]] | np.ndarray,
                        metadata: Sequence[str] | None = None,
-                       records: np.ndarray | None = None) -> dict[str, FileEntry]:
-    """Write the sample-index files under ``root`` durably; return their manifest entries.
+                       records: np.ndarray | None = None, *,
+                       digest: DigestAlgorithm = SHA256) -> dict[str, FileEntry]:
+    """Write the sample-index files under ``root`` durably, each named and checksummed by
+    ``digest`` (the dataset's algorithm); return their manifest entries.
 
     ``sources`` holds each sample's source ``(size, mtime_ns, short hash)``; ``metadata`` (a
     list source's other columns, one JSON object per sample) adds two files, ``records``
@@ -103,22 +105,23 @@ def write_sample_index(root: str, relpaths: Sequence[str], targets: Sequence[int
         contents["records"] = _npy_bytes(np.asarray(records, dtype=np.int64).reshape(len(relpaths), 3))
     if metadata is not None:
         contents["metadata_offsets"], contents["metadata"] = _cut(metadata)
-    return {name: write_index_file(root, name, data) for name, data in contents.items()}
+    return {name: write_index_file(root, name, data, digest=digest) for name, data in contents.items()}
 
 
-def write_index_file(root: str, key: str, data: bytes | np.ndarray) -> FileEntry:
+def write_index_file(root: str, key: str, data: bytes | np.ndarray, *,
+                     digest: DigestAlgorithm = SHA256) -> FileEntry:
     """Write one sample-index file (``key``: ``targets``, ``sources``, ...; an array is saved
     as ``.npy``) under ``root`` durably, named by its contents; return its manifest entry. A
     file already there under that name holds these bytes (an earlier version's) and is kept."""
     if isinstance(data, np.ndarray):
         data = _npy_bytes(data)
-    digest = hashlib.sha256(data).hexdigest()
-    relative = _content_name(_PLAIN_NAMES[key], digest)
+    checksum = digest.hex(data)
+    relative = _content_name(_PLAIN_NAMES[key], checksum)
     path = os.path.join(root, relative)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     if not (os.path.isfile(path) and os.path.getsize(path) == len(data)):
         atomic_write_bytes(path, data)
-    return FileEntry(relative, len(data), digest)
+    return FileEntry(relative, len(data), checksum)
 
 
 def estimate_index_bytes(num_samples: int, path_bytes: int) -> int:

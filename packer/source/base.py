@@ -18,13 +18,13 @@ its index's ``schema`` (the fields, in the JSON form of
 
 from __future__ import annotations
 
-import hashlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from packer.digests import SHA256, DigestAlgorithm
 from packer.errors import SourceError
 from packer.keys import check_key, check_name, is_safe_key
 from packer.source.imagecheck import image_dimensions
@@ -152,10 +152,11 @@ class ItemReader(ABC):
             return None
         return image_dimensions(data)
 
-    def digest(self, item: SourceItem) -> str:
-        """SHA-256 (hex) of the item's bytes, ``""`` when it cannot be read (``update --checksum``)."""
+    def digest(self, item: SourceItem, algorithm: DigestAlgorithm = SHA256) -> str:
+        """The item's digest by ``algorithm`` (hex; the dataset's, :mod:`packer.digests`),
+        ``""`` when it cannot be read (``update --checksum``)."""
         try:
-            return hashlib.sha256(self.read(item)).hexdigest()
+            return algorithm.hex(self.read(item))
         except (OSError, SourceError, ValueError, UnpackableFile):
             return ""
 

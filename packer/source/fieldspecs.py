@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from packer.digests import SHA256, DigestAlgorithm
 from packer.errors import SourceError
 from packer.source.base import ItemReader, SourceItem
 
@@ -140,9 +141,9 @@ class FieldReader(ItemReader):
         """The image's size, from the source's own reader."""
         return self.inner.dimensions(item)
 
-    def digest(self, item: SourceItem) -> str:
-        """The image's SHA-256, from the source's own reader."""
-        return self.inner.digest(item)
+    def digest(self, item: SourceItem, algorithm: DigestAlgorithm = SHA256) -> str:
+        """The image's digest by ``algorithm``, from the source's own reader."""
+        return self.inner.digest(item, algorithm)
 
     def __eq__(self, other: object) -> bool:
         return (type(other) is type(self) and isinstance(other, FieldReader)

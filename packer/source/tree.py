@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 from typing import ClassVar
 
+from packer.digests import SHA256, DigestAlgorithm
 from packer.errors import SourceError
 from packer.source.base import ItemReader, Source, SourceIndex, SourceItem
 from packer.source.imagecheck import image_dimensions
 from packer.source.imagefolder import scan_imagefolder
 from packer.source.sourcefile import UnpackableFile, read_source
-from packer.store.durable import sha256_file
 
 __all__ = ["FileReader", "TreeSource"]
 
@@ -58,10 +58,10 @@ class FileReader(ItemReader):
         """From the file's header alone (Pillow reads only what it needs)."""
         return image_dimensions(self.where(item.relpath))
 
-    def digest(self, item: SourceItem) -> str:
-        """SHA-256 of the file, streamed; ``""`` when it cannot be read."""
+    def digest(self, item: SourceItem, algorithm: DigestAlgorithm = SHA256) -> str:
+        """The file's digest by ``algorithm`` (hex), streamed; ``""`` when it cannot be read."""
         try:
-            return sha256_file(self.where(item.relpath))
+            return algorithm.file(self.where(item.relpath))
         except OSError:
             return ""
 

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import uuid
 
+from packer.digests import SHA256
 from packer.errors import OutputError
 
 __all__ = ["atomic_write_bytes", "create_exclusively", "fsync_dir", "is_temporary_name", "sha256_file",
            "write_named_file"]
-
-_CHUNK = 1 << 20
 
 
 def fsync_dir(path: str) -> None:
@@ -74,15 +72,8 @@ def create_exclusively(path: str, data: bytes) -> bool:
 
 
 def sha256_file(path: str) -> str:
-    """Hex SHA-256 of a file's bytes, read into one reused buffer (no allocation per block;
-    blocks that stay in the CPU's cache between the copy and the hash)."""
-    digest = hashlib.sha256()
-    buffer = bytearray(_CHUNK)
-    view = memoryview(buffer)
-    with open(path, "rb", buffering=0) as handle:
-        while count := handle.readinto(buffer):
-            digest.update(view[:count])
-    return digest.hexdigest()
+    """Hex SHA-256 of a file's bytes (:meth:`packer.digests.DigestAlgorithm.file`)."""
+    return SHA256.file(path)
 
 
 def write_named_file(path: str | os.PathLike[str], data: bytes, what: str) -> None:

@@ -79,6 +79,9 @@ class DatasetInfo:
     #: A dataset with fields: its schema (``{"name", "type", "params"}`` each); () for an
     #: ImageFolder dataset (the schema ``{image, label}``), whose JSON has no ``fields`` key.
     fields: tuple[Mapping[str, Any], ...] = ()
+    #: The algorithm of the checksums (``sha256``, ``blake3``: :mod:`packer.digests`); in the
+    #: JSON only when it is not ``sha256``, as in the manifest.
+    digest: str = "sha256"
 
     @property
     def num_classes(self) -> int:
@@ -100,6 +103,7 @@ class DatasetInfo:
             "classes": list(self.classes), "class_counts": dict(self.class_counts),
             "num_bytes": self.num_bytes,
             **({"fields": [dict(f) for f in self.fields]} if self.fields else {}),
+            **({"digest": self.digest} if self.digest != "sha256" else {}),
             "shards": [{"path": s.path, "first": s.first, "num_samples": s.num_samples,
                         "num_bytes": s.num_bytes, "sha256": s.sha256} for s in self.shards],
             "skipped": [{"path": s.path, "reason": s.reason, "detail": s.detail} for s in self.skipped],
@@ -136,6 +140,7 @@ def dataset_info(root: str | os.PathLike[str], *,
     kind, params, notes = source_record(manifest, named)
     return DatasetInfo(
         path=store.url, format_version=manifest.format_version, version=manifest.version,
+        digest=manifest.digest,
         versions_kept=tuple(_versions(store) or [manifest.version]), last_update=manifest.last_update,
         update_in_progress=store.exists(UPDATE_NAME) if store.is_local else False,
         leases=tuple(_leases(store)), created_by=manifest.created_by, created_at=manifest.created_at,

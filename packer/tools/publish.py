@@ -62,7 +62,7 @@ class RemoteGcResult:
 
 
 def _files_of(manifest: Manifest) -> dict[str, tuple[int, str]]:
-    """Every data file a version names: key -> (size, sha256)."""
+    """Every data file a version names: key -> (size, checksum)."""
     files = {shard.path: (shard.num_bytes, shard.sha256) for shard in manifest.shards}
     files.update({entry.path: (entry.num_bytes, entry.sha256) for entry in manifest.sample_index.values()})
     return files

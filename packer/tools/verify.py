@@ -4,7 +4,7 @@ Three depths, each including the one before:
 
 * always: the manifest loads and is consistent (shard ranges follow each other and add up to
   the sample index, ``class_counts`` matches ``classes``), and every shard and sample-index
-  file exists with the byte size and SHA-256 the manifest records;
+  file exists with the byte size and checksum (SHA-256 or BLAKE3: its ``digest``) the manifest records;
 * ``deep``: every shard is opened with its backend, holds the number of records the manifest
   says, and every sample decodes with the dataset's codec; targets are class indices whose
   per-class counts equal ``class_counts``, and each sample's path is a safe relative path
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from packer.digests import DigestAlgorithm
 from packer.errors import ManifestError, PackerError, ShardError
 from packer.format.backends import get_backend
 from packer.format.codecs import get_codec
@@ -44,7 +45,6 @@ from packer.format.sample_index import INDEX_FILES, SampleIndex
 from packer.keys import escaped, key_problem
 from packer.progressbar import ProgressBar
 from packer.source.imagecheck import UndecodableImage, decoder_failures
-from packer.store.durable import sha256_file
 from packer.store.urls import is_url
 from packer.tools.against import SourceComparison, keeps_source_bytes, safe_relpath
 from packer.tools.consistency import manifest_problems, shard_ranges_hold
@@ -75,7 +75,8 @@ def _layout(manifest: Manifest, found: Findings) -> Layout | None:
         return None
 
 
-def _check_file(root: str, entry: ShardEntry | FileEntry, found: Findings, bar: ProgressBar) -> bool:
+def _check_file(root: str, entry: ShardEntry | FileEntry, found: Findings, bar: ProgressBar,
+                digest: DigestAlgorithm) -> bool:
     """Size, then checksum, of one listed file; True when both match."""
     if not safe_relpath(entry.path):
         found.add(entry.path, "inconsistent_manifest", f"{entry.path!r} is not a path inside "
@@ -95,14 +96,14 @@ def _check_file(root: str, entry: ShardEntry | FileEntry, found: Findings, bar: 
                   f"says {entry.num_bytes}: {_FIX}")
         return False
     try:
-        digest = sha256_file(path)
+        checksum = digest.file(path)
     except OSError as err:
         found.add(entry.path, "unreadable", f"{entry.path} cannot be read ({err}): {_FIX}")
         return False
     finally:
         bar.update(st.st_size)
-    if digest != entry.sha256:
-        found.add(entry.path, "checksum_mismatch", f"{entry.path} has sha256 {digest[:16]}..., the "
+    if checksum != entry.sha256:
+        found.add(entry.path, "checksum_mismatch", f"{entry.path} has {digest.name} {checksum[:16]}..., the "
                   f"manifest says {entry.sha256[:16]}...: the file is damaged; {_FIX}")
         return False
     return True
@@ -205,7 +206,7 @@ def verify_dataset(
     ranges_ok = _check_manifest(manifest, found)
     layout = _layout(manifest, found)
     files: list[ShardEntry | FileEntry] = [*manifest.shards, *manifest.sample_index.values()]
-    intact = _intact_files(top, files, manifest.num_bytes, found, progress)
+    intact = _intact_files(top, files, manifest.num_bytes, found, progress, manifest.digest_algorithm)
     shards_checked = sum(shard.path in intact for shard in manifest.shards)
     index = _open_index(top, manifest, intact, found) if ranges_ok else None
     if deep and index is not None:
@@ -236,13 +237,13 @@ def verify_dataset(
 
 
 def _intact_files(top: str, files: list[ShardEntry | FileEntry], num_bytes: int, found: Findings,
-                  progress: bool) -> set[str]:
-    """The files (shards and index arrays) whose size and sha256 match the manifest."""
+                  progress: bool, digest: DigestAlgorithm) -> set[str]:
+    """The files (shards and index arrays) whose size and checksum (by ``digest``) match the manifest."""
     intact: set[str] = set()
     with ProgressBar(total=num_bytes, unit="B", unit_scale=True, desc="verifying checksums",
                      disable=None if progress else True, dynamic_ncols=True) as bar:
         for entry in files:
-            if _check_file(top, entry, found, bar):
+            if _check_file(top, entry, found, bar, digest):
                 intact.add(entry.path)
     return intact
 

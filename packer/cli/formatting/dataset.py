@@ -118,7 +118,7 @@ def format_info(record: DatasetInfo) -> str:
         span = f"{shard['first']}..{last}" if shard["num_samples"] else "none (every file skipped)"
         lines.append(f"  {shard['path']}  samples {span}"
                      f"  ({shard['num_samples']}), {format_size(shard['num_bytes'])}, "
-                     f"sha256 {shard['sha256'][:16]}")
+                     f"{info.get('digest', 'sha256')} {shard['sha256'][:16]}")
     reasons = Counter(s["reason"] for s in info["skipped"])
     if reasons:
         lines.append("skipped by reason: " + ", ".join(f"{r} {n}" for r, n in sorted(reasons.items())))

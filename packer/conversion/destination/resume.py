@@ -65,7 +65,9 @@ def shard_fingerprint(index: int, options: dict[str, Any], items: Sequence[tuple
 
 
 def _payload_options(options: dict[str, Any]) -> dict[str, Any]:
-    return {key: options[key] for key in _PAYLOAD_OPTIONS}
+    # the digest names the shard and its contents' checksums: recorded only when not sha256
+    chosen = {key: options[key] for key in _PAYLOAD_OPTIONS}
+    return {**chosen, "digest": options["digest"]} if "digest" in options else chosen
 
 
 def shard_inputs(options: dict[str, Any], items: Sequence[tuple[Any, ...]],
@@ -80,8 +82,9 @@ def shard_inputs(options: dict[str, Any], items: Sequence[tuple[Any, ...]],
 
 def shard_contents(options: dict[str, Any], items: Sequence[tuple[str, str]],
                    fields: Sequence[str] = ()) -> str:
-    """:func:`shard_inputs` by content: each item's ``(relpath, sha256 of its source bytes)``
-    (``""`` for a file that could not be read), for ``packer update --checksum``."""
+    """:func:`shard_inputs` by content: each item's ``(relpath, hex digest of its source bytes)``
+    by the dataset's algorithm (``""`` for a file that could not be read), for ``packer update
+    --checksum``."""
     return _digest(_inputs_payload(options, items, fields))
 
 

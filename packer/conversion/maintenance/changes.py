@@ -20,6 +20,7 @@ from packer.conversion.destination.resume import shard_contents
 from packer.conversion.job import Job
 from packer.conversion.receipts import ShardResult
 from packer.conversion.tasks import field_values
+from packer.digests import DigestAlgorithm
 from packer.format.manifest import Manifest, ShardEntry, SkippedFile
 from packer.format.records import digest_prefix
 from packer.format.sample_index import SampleIndex
@@ -42,12 +43,13 @@ class Changes:
         return {"files_added": self.added, "files_removed": self.removed, "files_changed": self.changed}
 
 
-def source_digests(job: Job, workers: int) -> dict[str, str]:
-    """SHA-256 (hex) of every source item of ``job``, by relative path; ``""`` when unreadable.
-    Hashing releases the GIL, so ``workers`` threads read and hash in parallel."""
+def source_digests(job: Job, workers: int, algorithm: DigestAlgorithm) -> dict[str, str]:
+    """The digest by ``algorithm`` (the dataset's; hex) of every source item of ``job``, by
+    relative path; ``""`` when unreadable. Hashing releases the GIL, so ``workers`` threads
+    read and hash in parallel."""
     items = job.index.items
     with ThreadPoolExecutor(max(workers, 1)) as pool:
-        found = pool.map(job.reader.digest, items)
+        found = pool.map(lambda item: job.reader.digest(item, algorithm), items)
         return dict(zip([item.relpath for item in items], found, strict=True))
 
 

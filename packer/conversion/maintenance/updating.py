@@ -114,7 +114,7 @@ def update(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, checksum
         current = Manifest.load(path)
         job = _plan(src, destination, current, strict=strict, is_valid_file=is_valid_file)
         stack.enter_context(job.source)  # an archive's spool, if reading makes one, goes at the end
-        digests = source_digests(job, chosen.parallelism) if checksum else None
+        digests = source_digests(job, chosen.parallelism, current.digest_algorithm) if checksum else None
         changes = compare(current, SampleIndex.of(path, current), job, digests=digests)
         todo = [task for task in job.tasks if task.index not in changes.reused]
         up_to_date = _up_to_date(current, job, changes)

@@ -49,6 +49,7 @@ from typing import Any, ClassVar, Final
 
 import numpy as np
 
+from packer.digests import SHA256, DigestAlgorithm
 from packer.errors import SourceError, SourceNotFoundError
 from packer.keys import check_key, escaped, key_problem
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem, SourceOptions
@@ -66,7 +67,6 @@ from packer.source.statuses import (
     UNSAFE_PATH,
     skip_reason,
 )
-from packer.store.durable import sha256_file
 
 __all__ = ["CocoReader", "CocoSource", "coco_schema", "looks_like_coco"]
 
@@ -207,12 +207,12 @@ class CocoReader(ItemReader):
         """From the file's header alone; None for an image the scan skips."""
         return image_dimensions(self.where(item.relpath)) if item.locator[0] == OK else None
 
-    def digest(self, item: SourceItem) -> str:
-        """SHA-256 of the image file, streamed; ``""`` when it cannot be read."""
+    def digest(self, item: SourceItem, algorithm: DigestAlgorithm = SHA256) -> str:
+        """The image file's digest by ``algorithm`` (hex), streamed; ``""`` when it cannot be read."""
         if item.locator[0] != OK:
             return ""
         try:
-            return sha256_file(self.where(item.relpath))
+            return algorithm.file(self.where(item.relpath))
         except OSError:
             return ""
 

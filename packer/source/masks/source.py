@@ -39,6 +39,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
+from packer.digests import SHA256, DigestAlgorithm
 from packer.errors import EmptySourceError, SourceError
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem, SourceOptions
 from packer.source.classnames import read_class_names
@@ -55,7 +56,6 @@ from packer.source.statuses import (
     TOO_LARGE,
     skip_reason,
 )
-from packer.store.durable import sha256_file
 
 __all__ = ["MaskPairsReader", "MaskPairsSource", "mask_schema"]
 
@@ -167,10 +167,10 @@ class MaskPairsReader(ItemReader):
         """From the image file's header alone; None for an item the scan skips."""
         return image_dimensions(self.where(item.relpath)) if item.locator[0] == OK else None
 
-    def digest(self, item: SourceItem) -> str:
-        """SHA-256 of the image file, streamed; ``""`` when it cannot be read."""
+    def digest(self, item: SourceItem, algorithm: DigestAlgorithm = SHA256) -> str:
+        """The image file's digest by ``algorithm`` (hex), streamed; ``""`` when it cannot be read."""
         try:
-            return sha256_file(self.where(item.relpath)) if item.locator[0] == OK else ""
+            return algorithm.file(self.where(item.relpath)) if item.locator[0] == OK else ""
         except OSError:
             return ""
 

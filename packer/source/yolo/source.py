@@ -32,6 +32,7 @@ import json
 import os
 from typing import Any, ClassVar, Final
 
+from packer.digests import SHA256, DigestAlgorithm
 from packer.errors import EmptySourceError, SourceError, SourceNotFoundError
 from packer.source.base import ItemReader, ScanReport, Source, SourceIndex, SourceItem, SourceOptions
 from packer.source.imagecheck import image_dimensions
@@ -41,7 +42,6 @@ from packer.source.sourcefile import UnpackableFile, read_source
 from packer.source.statuses import EMPTY, NOT_REGULAR, OK, PERMISSION_DENIED, TOO_LARGE, skip_reason
 from packer.source.yolo.labels import parse_labels
 from packer.source.yolo.names import class_names, yaml_files
-from packer.store.durable import sha256_file
 
 __all__ = ["YoloReader", "YoloSource", "looks_like_yolo", "yolo_schema"]
 
@@ -122,10 +122,10 @@ class YoloReader(ItemReader):
         """From the image file's header alone; None for an item the scan skips."""
         return image_dimensions(self.where(item.relpath)) if item.locator[0] == OK else None
 
-    def digest(self, item: SourceItem) -> str:
-        """SHA-256 of the image file, streamed; ``""`` when it cannot be read."""
+    def digest(self, item: SourceItem, algorithm: DigestAlgorithm = SHA256) -> str:
+        """The image file's digest by ``algorithm`` (hex), streamed; ``""`` when it cannot be read."""
         try:
-            return sha256_file(self.where(item.relpath)) if item.locator[0] == OK else ""
+            return algorithm.file(self.where(item.relpath)) if item.locator[0] == OK else ""
         except OSError:
             return ""
 

@@ -1,6 +1,6 @@
 """Bytes of remote objects through the node cache: whole files, or byte ranges by blocks.
 
-An object named by its content (``content_id``: its SHA-256, from the manifest) is cut into
+An object named by its content (``content_id``: its digest (SHA-256 or BLAKE3), from the manifest) is cut into
 fixed blocks (:data:`BLOCK_SIZE`); a range is served from the blocks it covers. Missing blocks
 are fetched through :class:`~packer.store.cache.node.NodeCache` (so each byte is fetched once per
 node, however many processes want it), adjacent and nearby ones (gaps up to :data:`GAP_BYTES`
