@@ -23,6 +23,7 @@ from packer.conversion.plan import JobPlan, planned_item_sizes, scan_info, shard
 from packer.conversion.schemas import conversion_schema
 from packer.conversion.sharding import plan_shards
 from packer.conversion.tasks import ShardTask
+from packer.digests import get_digest
 from packer.source.base import ItemReader, Source, SourceIndex
 from packer.source.registry import open_source
 
@@ -104,6 +105,6 @@ def plan_source(source: Source, destination: Destination, state: DestinationStat
                             options.backend.name, codec, options.check, options.max_pixels,
                             options.strict, p.planned_bytes, items[p.index], fingerprints[p.index],
                             inputs[p.index], recorded, metadata[p.index], schema=schema,
-                            digest=str(options.digest))
+                            digest=get_digest(str(options.digest)))
                   for p in plans)
     return Job(source.location, destination, state, source, index, reader, plan, tasks)

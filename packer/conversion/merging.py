@@ -30,7 +30,7 @@ from packer.conversion.outcome import check_merge_packed_something
 from packer.conversion.plan import JobPlan, describe_shards, shard_name
 from packer.conversion.receipts import ShardResult, receipt_path
 from packer.cpus import available_cpus
-from packer.digests import LEGACY_DIGEST, DigestAlgorithm, get_digest
+from packer.digests import DigestAlgorithm
 from packer.errors import MissingShardsError, NotADatasetError, OutputError, PackerError
 from packer.format.backends import get_backend
 from packer.format.manifest import MANIFEST_NAME, Manifest, ShardEntry, format_version_of
@@ -77,7 +77,7 @@ def build_manifest(dst: str, plan: JobPlan, results: Sequence[ShardResult], *, v
         if target >= 0:  # -1: a sample of a schema without a class label
             counts[target] += 1
     options = plan.options
-    digest = get_digest(options.get("digest", LEGACY_DIGEST))
+    digest = plan.digest
     manifest = Manifest(
         backend=options["backend"],
         codec=options["codec"],
@@ -217,7 +217,7 @@ def _checked_shards(path: str, plan: JobPlan, *, verify: bool,
         MissingShardsError: shards are missing, unfinished or damaged (those are removed).
     """
     found, missing = finished_shards(path, plan)
-    digest = get_digest(plan.options.get("digest", LEGACY_DIGEST))
+    digest = plan.digest
     if missing:
         raise MissingShardsError(
             f"Cannot merge {path!r}: {len(missing)} of {plan.num_shards} shard files are missing "

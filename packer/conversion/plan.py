@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from packer.digests import LEGACY_DIGEST, DigestAlgorithm, get_digest
 from packer.errors import OutputError
 from packer.format.codecs import Codec
 from packer.format.manifest import ScanInfo
@@ -44,6 +45,11 @@ class JobPlan:
     source_extra: dict[str, Any] = field(default_factory=dict)
     #: The names of the per-sample metadata fields the source gives (none: no metadata).
     metadata_columns: tuple[str, ...] = ()
+
+    @property
+    def digest(self) -> DigestAlgorithm:
+        """The algorithm of the dataset's checksums, as the options record it (absent: SHA-256)."""
+        return get_digest(self.options.get("digest", LEGACY_DIGEST))
 
     def to_marker(self) -> dict[str, Any]:
         """The marker's JSON content (``shards`` and the rest kept for older readers)."""

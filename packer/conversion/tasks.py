@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from packer.conversion.destination.resume import shard_contents
 from packer.conversion.receipts import RECEIPTS_DIR, ShardResult, receipt_path
-from packer.digests import LEGACY_DIGEST, get_digest
+from packer.digests import SHA256, DigestAlgorithm
 from packer.errors import BadImageError
 from packer.format.backends import ShardWriter, get_backend
 from packer.format.codecs import Codec
@@ -69,8 +69,8 @@ class ShardTask:
     crashed: dict[str, str] = field(default_factory=dict)
     #: The samples' fields; None: ImageFolder's ``{image, label}`` (a record is the image alone).
     schema: Schema | None = None
-    #: The algorithm of the shard's checksums (:mod:`packer.digests`), as the options record it.
-    digest: str = LEGACY_DIGEST
+    #: The algorithm of the shard's checksums (:mod:`packer.digests`; pickled by name).
+    digest: DigestAlgorithm = SHA256
 
     def run(self, notify: Notify) -> ShardResult:
         """Do the work (in a worker process)."""
@@ -92,7 +92,7 @@ class _Packed:
     bytes_in: int = 0
     metadata: list[str] = field(default_factory=list)
     sources: list[tuple[int, int, int]] = field(default_factory=list)
-    digests: list[tuple[str, str]] = field(default_factory=list)  # every item: (relpath, sha256 or "")
+    digests: list[tuple[str, str]] = field(default_factory=list)  # every item: (relpath, hex digest or "")
     payload_digests: list[int] = field(default_factory=list)  # per payload: records.digest64
 
     def extend(self, other: _Packed) -> None:
@@ -124,7 +124,7 @@ def _pack_items(task: ShardTask, start: int, stop: int, sink: Callable[[bytes], 
     """Read, check and encode items ``start:stop`` in order, handing each payload to ``sink``."""
     packed = _Packed()
     encoder = sample_encoder(task)
-    algorithm = get_digest(task.digest)
+    algorithm = task.digest
     for position in range(start, stop):
         item = task.items[position]
         relpath, label, size, mtime_ns = item.relpath, item.label, item.size, item.mtime_ns
@@ -183,7 +183,7 @@ def _finish(writer: ShardWriter, task: ShardTask, packed: _Packed) -> tuple[str,
     backend = get_backend(task.backend)
     writer.finish()
     with ThreadPoolExecutor(1, thread_name_prefix="packer-hash") as pool:  # joined on the way out
-        hashing = pool.submit(get_digest(task.digest).file, writer.path)
+        hashing = pool.submit(task.digest.file, writer.path)
         writer.close()
         records = (None if backend.ranges is None else
                    records_to_bytes(shard_records_of(backend, writer.path, packed.payload_digests)))

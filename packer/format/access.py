@@ -93,7 +93,7 @@ def block_size_for(cache: NodeCache) -> int:
 
 
 class _CachedAccess(DatasetAccess):
-    def __init__(self, store: Store, cache: NodeCache, digest: DigestAlgorithm = SHA256) -> None:
+    def __init__(self, store: Store, cache: NodeCache, digest: DigestAlgorithm) -> None:
         super().__init__(store)
         self.cache = cache
         self.block_size = block_size_for(cache)
@@ -111,7 +111,7 @@ class _CachedAccess(DatasetAccess):
         return f"{self.mode} from {self.store.describe()} through {self.cache.directory} ({bound})"
 
 
-def stage_checked(obj: CachedObject, digest: DigestAlgorithm = SHA256) -> str:
+def stage_checked(obj: CachedObject, digest: DigestAlgorithm) -> str:
     """``obj`` downloaded into the cache and checked against its digest (by the dataset's
     algorithm), once more if the first copy is wrong.
 
@@ -138,7 +138,7 @@ class StagedShardReader(ShardReader):
     """A shard downloaded whole into the cache, then read there by its backend's reader."""
 
     def __init__(self, obj: CachedObject, backend: Backend, num_samples: int,
-                 digest: DigestAlgorithm = SHA256) -> None:
+                 digest: DigestAlgorithm) -> None:
         super().__init__(obj.url, num_samples)
         self.obj = obj
         self.backend = backend
@@ -196,7 +196,7 @@ class StagedShardReader(ShardReader):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["obj"], state["backend"], state["num_samples"],  # type: ignore[misc]
-                      state.get("digest", SHA256))
+                      state["digest"])
 
 
 class WholeAccess(_CachedAccess):
