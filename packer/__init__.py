@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from packer.read.fields.collate import collate_fields
     from packer.read.fields.dataset import FieldDataset
     from packer.read.fields.torchvision_v2 import TorchvisionV2
-    from packer.read.joint.targets import BoxField
+    from packer.read.joint.targets import BoxField, OutlineField
     from packer.read.joint.transforms import JointLetterbox, JointRandomResizedCropFlip, JointScaleJitterCrop
     from packer.read.loader import LoaderSettings, loader_settings, make_loader
     from packer.read.opening import open_dataset
@@ -125,7 +125,7 @@ _HOMES = {
     "packer.read.fields.albumentations": ["Albumentations"],
     "packer.read.fields.coco_masks": ["CocoMasks"],
     "packer.read.fields.torchvision_v2": ["TorchvisionV2"],
-    "packer.read.joint.targets": ["BoxField"],
+    "packer.read.joint.targets": ["BoxField", "OutlineField"],
     "packer.read.joint.transforms": ["JointLetterbox", "JointRandomResizedCropFlip", "JointScaleJitterCrop"],
     "packer.read.fields.collate": ["collate_fields"],
     "packer.conversion.options": ["ConversionOptions"],
@@ -243,6 +243,7 @@ __all__ = [
     "Normalize",
     "NotADatasetError",
     "ObjectNotFoundError",
+    "OutlineField",
     "OutputError",
     "OutputExistsError",
     "PackedImageDataset",

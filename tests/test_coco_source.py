@@ -326,7 +326,7 @@ def test_the_command_line_converts_and_dry_runs(coco_file: Path, tmp_path: Path)
     assert plan.exit_code == 0, plan.output
     assert "--source-format coco" in plan.output and "WARNING" not in plan.output
     assert ("fields: image (image, original), boxes (boxes, xywh), box_labels (box_labels, 3 classes), "
-            "iscrowd (ndarray, uint8), area (ndarray, float32), image_id (int), segmentation (json)"
+            "iscrowd (ndarray, uint8), area (ndarray, float32), image_id (int), segmentation (polygons)"
             in plan.output)
     as_json = runner.invoke(cli, ["convert", src, dst, "--to", "lmdb", "--dry-run", "--json"])
     assert as_json.exit_code == 0, as_json.output

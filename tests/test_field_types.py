@@ -73,8 +73,8 @@ def damaged(kind: FieldType, payload: bytes, params: Mapping[str, Any] | None = 
 # --- the table ---------------------------------------------------------------------------------
 
 def test_builtin_types_are_named_field_types() -> None:
-    assert sorted(BUILTIN_TYPES) == sorted(["image", "mask", "label", "labels", "boxes", "box_labels", "text",
-                                            "json", "ndarray", "bytes", "int", "float"])
+    assert sorted(BUILTIN_TYPES) == sorted(["image", "mask", "label", "labels", "boxes", "box_labels",
+                                            "polygons", "text", "json", "ndarray", "bytes", "int", "float"])
     for name, cls in BUILTIN_TYPES.items():
         assert issubclass(cls, FieldType) and cls.name == name
     assert [n for n, c in BUILTIN_TYPES.items() if not c.in_record] == ["label"]

@@ -89,3 +89,22 @@ def test_an_imagefolder_sheet_is_unchanged_by_overlays(tmp_path: Path) -> None:
     with_overlays = make_contact_sheet(tmp_path / "ds", thumb=32)
     without = make_contact_sheet(tmp_path / "ds", thumb=32, overlays=False)
     assert np.array_equal(np.asarray(with_overlays.image), np.asarray(without.image))
+
+
+@pytest.mark.parametrize("normalized", [False, True])
+def test_outlines_are_filled_in_their_box_colour(tmp_path: Path, normalized: bool) -> None:
+    ring = np.array([4.0, 4.0, 28.0, 4.0, 28.0, 28.0, 4.0, 28.0])  # a square at the left, in pixels
+    schema = [{"name": "image", "type": "image"},
+              {"name": "boxes", "type": "boxes", "params": {"image": "image", "normalized": normalized}},
+              {"name": "box_labels", "type": "box_labels",
+               "params": {"boxes": "boxes", "classes": ["car", "bus"]}},
+              {"name": "outline", "type": "polygons", "params": {"boxes": "boxes", "normalized": normalized}}]
+    scale = np.array([64, 32, 64, 32]) if normalized else np.ones(4)
+    sample = {"__key__": "a", "image": np.full((32, 64, 3), GREY, np.uint8),
+              "boxes": (np.array([[4.0, 4.0, 28.0, 28.0]]) / scale).astype(np.float32), "box_labels": [1],
+              "outline": [[(ring / np.tile(scale[:2], 4)).tolist()]]}
+    packer.write(tmp_path / "ds", [sample], schema, to="lmdb", workers=1)
+    cell = _cell(make_contact_sheet(tmp_path / "ds", thumb=THUMB))
+    inside = np.round(GREY + 115 / 255 * (np.array(class_colour(1)) - GREY))
+    assert np.abs(cell[16, 16].astype(int) - inside).max() <= 2  # the ring, filled half transparent
+    assert cell[16, 48].tolist() == [GREY] * 3  # outside it: untouched

@@ -55,7 +55,7 @@ PUBLIC = sorted([
     "write", "Schema", "Field", "FieldType", "field_type_names", "register_field_type", "FieldDataset",
     "collate_fields", "Albumentations", "TorchvisionV2", "CocoMasks", "JointRandomResizedCropFlip",
     "JointScaleJitterCrop", "JointLetterbox",
-    "BoxField",
+    "BoxField", "OutlineField",
 ]) + ERRORS
 
 #: The plugin contract suites (``packer.testing``, documented on the same page).

@@ -63,6 +63,11 @@ def describe_value(field: Field, value: Any) -> str:
         return _cut(f"array {list(array.shape)} {array.dtype}: {_numbers(array.reshape(-1))}")
     if kind == "text":
         return _cut(repr(value))
+    if kind == "polygons":
+        entries = list(value or [])
+        drawn = sum(1 for e in entries if e)
+        crowds = sum(1 for e in entries if isinstance(e, Mapping))
+        return f"{len(entries)} outline(s), {drawn} drawn" + (f", {crowds} as RLE" if crowds else "")
     if kind == "json":
         return _cut(json.dumps(value, sort_keys=True, ensure_ascii=False))
     if kind == "bytes":

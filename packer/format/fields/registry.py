@@ -20,6 +20,7 @@ FIELD_TYPES: Registry[type[FieldType]] = Registry(
         "image": f"{_TYPES}.images:ImageType", "mask": f"{_TYPES}.images:MaskType",
         "label": f"{_TYPES}.targets:LabelType", "labels": f"{_TYPES}.targets:LabelsType",
         "boxes": f"{_TYPES}.targets:BoxesType", "box_labels": f"{_TYPES}.targets:BoxLabelsType",
+        "polygons": f"{_TYPES}.outlines:PolygonsType",
         "text": f"{_TYPES}.values:TextType", "json": f"{_TYPES}.values:JsonType",
         "ndarray": f"{_TYPES}.values:NdarrayType", "bytes": f"{_TYPES}.values:BytesType",
         "int": f"{_TYPES}.values:IntType", "float": f"{_TYPES}.values:FloatType",

@@ -153,8 +153,10 @@ def _checked(spec: Field, earlier: Sequence[Field]) -> Field:
         if match is None or match.type != wanted:
             raise SchemaError(f"field {spec.name!r} ({spec.type}): {param}={target!r} should name an "
                               f"earlier field of type {wanted!r}")
-        if wanted == "image" and kind.in_image_pixels(params):
-            _refuse_resized(spec, match)
+        image = match if wanted == "image" else next(  # or the image of the boxes an outline follows
+            (f for f in earlier if f.type == "image" and f.name == match.params.get("image")), None)
+        if image is not None and kind.in_image_pixels(params):
+            _refuse_resized(spec, image)
     return Field(spec.name, spec.type, params)
 
 

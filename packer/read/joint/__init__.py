@@ -1,7 +1,7 @@
 """Joint fast path (issue 27): crop, resize and flip a sample's image and, with the same
-parameters, its masks and boxes; see :mod:`packer.read.joint.transforms`."""
+parameters, its masks, boxes and outlines; see :mod:`packer.read.joint.transforms`."""
 
-from packer.read.joint.targets import BoxField, Targets, targets_for_schema
+from packer.read.joint.targets import BoxField, OutlineField, Targets, targets_for_schema
 from packer.read.joint.transforms import (
     JointLetterbox,
     JointRandomResizedCropFlip,
@@ -10,4 +10,4 @@ from packer.read.joint.transforms import (
 )
 
 __all__ = ["BoxField", "JointLetterbox", "JointRandomResizedCropFlip", "JointScaleJitterCrop",
-           "JointTransform", "Targets", "targets_for_schema"]
+           "JointTransform", "OutlineField", "Targets", "targets_for_schema"]

@@ -12,6 +12,8 @@ Output: the image a ``uint8 (3, H, W)`` tensor; each mask a ``(H, W)`` tensor of
 (``uint8``/``uint16``: call ``.long()`` on the GPU for a loss); boxes ``float32 [M, 4]`` in the
 field's format and normalisation, boxes left with no area (or less than ``min_visibility`` of
 theirs) dropped with the same rows of their per-box fields (``box_labels``: ``int64``); other
+each outline of a ``polygons`` field (:mod:`packer.read.joint.outlines`) moved, clipped and
+flipped with its box, the entries of dropped boxes dropped; other
 fields unchanged. Targets named but absent from a sample (a ``fields=`` selection) are skipped.
 """
 
@@ -21,6 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from packer.format.fields.schema import Schema
@@ -29,9 +32,10 @@ from packer.read.crop_resize import check_gap
 from packer.read.decoding import open_picture, resolve_decoder
 from packer.read.joint import layouts
 from packer.read.joint.boxes import move_boxes, take_rows
+from packer.read.joint.outlines import move_outlines
 from packer.read.joint.pixels import place_image, place_mask
 from packer.read.joint.placement import Placement
-from packer.read.joint.targets import BoxField, Targets, targets_for_schema
+from packer.read.joint.targets import BoxField, OutlineField, Targets, targets_for_schema
 from packer.read.resampling import resolve_resampler
 
 __all__ = ["JointLetterbox", "JointRandomResizedCropFlip", "JointScaleJitterCrop", "JointTransform"]
@@ -59,6 +63,8 @@ class JointTransform(ABC):
         masks: Mask fields tied to the image.
         boxes: Boxes fields tied to it: name -> :class:`~packer.read.joint.targets.BoxField`, or
             name -> its per-box fields (xyxy pixels).
+        outlines: ``polygons`` fields moved with their boxes: name -> an
+            :class:`~packer.read.joint.targets.OutlineField`, or name -> its boxes field (pixels).
         min_visibility: Drop a box keeping less than this fraction of its area after clipping
             (a box with no area left is always dropped).
         mask_fill: Mask value in padding (the ignore index).
@@ -67,14 +73,15 @@ class JointTransform(ABC):
     """
 
     def __init__(self, size: int | Sequence[int], *, image: str = "image", masks: Sequence[str] = (),
-                 boxes: Mapping[str, BoxField | Sequence[str]] | None = None, min_visibility: float = 0.0,
+                 boxes: Mapping[str, BoxField | Sequence[str]] | None = None,
+                 outlines: Mapping[str, OutlineField | str] | None = None, min_visibility: float = 0.0,
                  fill: int | Sequence[int] = 0, mask_fill: int = 255, draft_gap: float = 2.0,
                  resampler: str = "auto", decoder: str = "auto",
                  generator: torch.Generator | None = None) -> None:
         if not 0.0 <= min_visibility <= 1.0:
             raise ValueError(f"min_visibility must be in [0, 1], not {min_visibility!r}")
         self.size = size_pair(size, "size")
-        self.targets = Targets.of(image, masks, boxes or {})
+        self.targets = Targets.of(image, masks, boxes or {}, outlines)
         self.min_visibility, self.fill, self.mask_fill = float(min_visibility), fill, int(mask_fill)
         self.draft_gap = check_gap(draft_gap)
         self.resampler, self.decoder = resolve_resampler(resampler), resolve_decoder(decoder)
@@ -84,9 +91,10 @@ class JointTransform(ABC):
     def for_schema(cls, schema: Schema, size: int | Sequence[int], *args: Any, image: str = "image",
                    **kwargs: Any) -> JointTransform:
         """The transform moving every mask and boxes field the schema ties to ``image`` (and
-        their ``box_labels``); other arguments as the constructor's."""
+        their ``box_labels`` and ``polygons``); other arguments as the constructor's."""
         targets = targets_for_schema(schema, image)
-        return cls(size, *args, image=image, masks=targets.masks, boxes=dict(targets.boxes), **kwargs)
+        return cls(size, *args, image=image, masks=targets.masks, boxes=dict(targets.boxes),
+                   outlines=dict(targets.outlines), **kwargs)
 
     @abstractmethod
     def placement(self, width: int, height: int) -> Placement:
@@ -109,13 +117,20 @@ class JointTransform(ABC):
         for mask in self.targets.masks:
             if mask in out:
                 out[mask] = place_mask(out[mask], placement, source, self.mask_fill, mask)
+        kept: dict[str, np.ndarray] = {}
         for boxes, spec in self.targets.boxes.items():
             if boxes in out:
-                out[boxes], keep = move_boxes(out[boxes], placement, source, fmt=spec.format,
-                                              normalized=spec.normalized, min_visibility=self.min_visibility)
+                out[boxes], kept[boxes] = move_boxes(out[boxes], placement, source, fmt=spec.format,
+                                                     normalized=spec.normalized,
+                                                     min_visibility=self.min_visibility)
                 for rows in spec.rows:
                     if rows in out:
-                        out[rows] = take_rows(out[rows], keep, rows)
+                        out[rows] = take_rows(out[rows], kept[boxes], rows)
+        for outlines, shape in self.targets.outlines.items():
+            if outlines in out:  # with its boxes not selected, every outline stays
+                keep = kept.get(shape.boxes, np.ones(len(out[outlines] or []), dtype=bool))
+                out[outlines] = move_outlines(out[outlines], keep, placement, source,
+                                              normalized=shape.normalized, name=outlines)
         return out
 
     def __repr__(self) -> str:

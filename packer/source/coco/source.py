@@ -13,7 +13,7 @@ entry of ``images`` is a sample with the fields (in this order)
 ``iscrowd``    ndarray      uint8 ``[N]``, each annotation's ``iscrowd``
 ``area``       ndarray      float32 ``[N]``, each annotation's ``area`` (float32 nearest)
 ``image_id``   int          the image's id
-``segmentation`` json       each annotation's polygons or RLE as given, one entry per box
+``segmentation`` polygons   each annotation's polygons or RLE as given, one entry per box
 ============== ============ ================================================================
 
 There is no class ``label`` (a COCO image has no one class): the dataset's ``classes`` are empty,
@@ -85,7 +85,7 @@ def coco_schema(names: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
         {"name": "iscrowd", "type": "ndarray", "params": {"dtype": "uint8", "shape": [None]}},
         {"name": "area", "type": "ndarray", "params": {"dtype": "float32", "shape": [None]}},
         {"name": "image_id", "type": "int", "params": {}},
-        {"name": "segmentation", "type": "json", "params": {}},
+        {"name": "segmentation", "type": "polygons", "params": {"boxes": "boxes"}},
     )
 
 

@@ -9,7 +9,7 @@ image is a sample with the fields
                             as written; one past the image is clipped to it, one without
                             area skips the image as ``degenerate_box``
 ``box_labels`` box_labels   each line's class, named by the data.yaml's ``names``
-``segments``   json         a segment line's polygon (flat, normalised), ``[]`` for a box
+``segments``   polygons     a segment line's polygon (flat, normalised), ``[]`` for a box
 ============== ============ ============================================================
 
 SRC is a split of the images' tree (``images/train``: its labels are ``labels/train``), or the
@@ -57,7 +57,7 @@ def yolo_schema(names: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
         {"name": "boxes", "type": "boxes",
          "params": {"image": "image", "format": "cxcywh", "normalized": True}},
         {"name": "box_labels", "type": "box_labels", "params": {"boxes": "boxes", "classes": list(names)}},
-        {"name": "segments", "type": "json", "params": {}},
+        {"name": "segments", "type": "polygons", "params": {"boxes": "boxes", "normalized": True}},
     )
 
 

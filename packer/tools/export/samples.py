@@ -66,5 +66,7 @@ def detection_fields(schema: Schema, root: str, what: str = "a YOLO set") -> tup
         raise DatasetError(f"{root!r} has no boxes with box labels on its image (fields: "
                            f"{', '.join(schema.names())}): {what} is boxes and their classes; export "
                            "it with export_webdataset() instead.")
-    segments = next((f.name for f in schema if f.name == "segments" and f.type == "json"), None)
+    outlines = tied_field(schema, "polygons", boxes, "boxes")  # a YOLO set's: normalised flat rings
+    segments = outlines.name if outlines is not None and outlines.params["normalized"] else next(
+        (f.name for f in schema if f.name == "segments" and f.type == "json"), None)  # before polygons
     return image.name, boxes.name, labels.name, segments

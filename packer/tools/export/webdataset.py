@@ -47,7 +47,7 @@ from packer.tools.export.samples import each_record, mask_png
 __all__ = ["WebDatasetExport", "export_webdataset"]
 
 #: Field types written as JSON, and those written as UTF-8 text.
-_AS_JSON = ("json", "boxes", "box_labels", "labels")
+_AS_JSON = ("json", "boxes", "box_labels", "labels", "polygons")
 _AS_TEXT = {"text": "txt", "int": "txt", "float": "txt"}
 
 

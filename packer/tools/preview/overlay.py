@@ -4,8 +4,10 @@ People would rather look than read: a sheet of a dataset with fields draws, on e
 the mask tied to its image (each class in its own colour, half transparent; class 0, taken as
 background, and the mask's ``ignore`` value left clear) and the boxes tied to it, outlined in
 their class's colour with the class name (or number) above each. Colours depend only on the class
-index, so a class looks the same on every sheet. Fields of other kinds (polygons kept as JSON,
-captions) are not drawn.
+index, so a class looks the same on every sheet. A ``polygons`` field tied to those boxes (COCO's
+segmentation, YOLO's segments) is drawn too: each ring filled half transparent in its box's colour
+and outlined (a crowd's RLE is painted as a mask where pycocotools imports, else left to its box).
+Fields of other kinds (captions, JSON) are not drawn.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from PIL import Image, ImageDraw, ImageFont
 from packer.format.fields.schema import Schema
 from packer.format.fields.stored import first_image_field, stored_decoder, tied_field
 from packer.format.fields.types.targets import as_xyxy
+from packer.tools.preview.outlines import paint_outlines
 
 __all__ = ["Overlay", "OverlayReader", "class_colour", "draw_overlay"]
 
@@ -44,6 +47,8 @@ class Overlay:
     normalized: bool
     classes: tuple[int, ...]
     names: tuple[str, ...]
+    outlines: tuple[Any, ...] = ()
+    outlines_normalized: bool = False
 
     def label(self, box: int) -> str:
         """The text above box number ``box``: its class name, its number, or nothing."""
@@ -62,7 +67,8 @@ class OverlayReader:
         self.mask = tied_field(schema, "mask", image)
         self.boxes = tied_field(schema, "boxes", image)
         self.labels = tied_field(schema, "box_labels", self.boxes, "boxes")
-        chosen = (self.mask, self.boxes, self.labels)
+        self.outlines = tied_field(schema, "polygons", self.boxes, "boxes")
+        chosen = (self.mask, self.boxes, self.labels, self.outlines)
         self.names = tuple(f.name for f in chosen if f is not None)
         self.decoder = stored_decoder(schema) if self.names else None
 
@@ -88,7 +94,9 @@ class OverlayReader:
         names = tuple(self.labels.params.get("classes") or ()) if self.labels is not None else ()
         mask = np.asarray(values[self.mask.name]) if self.mask is not None else None
         ignore = self.mask.params.get("ignore") if self.mask is not None else None
-        return Overlay(mask, ignore, boxes, normalized, classes, names)
+        outlines = tuple(values[self.outlines.name] or ()) if self.outlines is not None else ()
+        shapes_normalized = bool(self.outlines.params["normalized"]) if self.outlines is not None else False
+        return Overlay(mask, ignore, boxes, normalized, classes, names, outlines, shapes_normalized)
 
 
 def _paint_mask(thumb: Image.Image, mask: np.ndarray, ignore: int | None) -> Image.Image:
@@ -111,6 +119,10 @@ def draw_overlay(thumb: Image.Image, size: tuple[int, int], overlay: Overlay, fo
     image = thumb.convert("RGB")
     if overlay.mask is not None and overlay.mask.ndim == 2:
         image = _paint_mask(image, overlay.mask, overlay.ignore)
+    if overlay.outlines:
+        colours = [class_colour(overlay.classes[n]) if n < len(overlay.classes) else (255, 255, 0)
+                   for n in range(len(overlay.outlines))]
+        image = paint_outlines(image, size, overlay.outlines, colours, normalized=overlay.outlines_normalized)
     if not len(overlay.boxes):
         return image
     scale = np.array([thumb.width, thumb.height] * 2, dtype=np.float64)
