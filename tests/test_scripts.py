@@ -372,6 +372,13 @@ def test_bench_remote(tmp_path: Path) -> None:
     assert "--latency-ms" in text and "--skip-peers" in text
 
 
+@pytest.mark.slow
+def test_bench_nodes(tmp_path: Path) -> None:
+    """tests/test_nodes.py runs it on two nodes of two ranks; this only keeps the script listed."""
+    text = run_script("bench_nodes.py", "--help", cwd=tmp_path).stdout
+    assert "--nodes" in text and "--ranks" in text and "--caches" in text
+
+
 #: pip 23.2's words when the test and remote extras met a newer boto3 (issue 24), abridged.
 _PIP_CONFLICT = """\
 Collecting aiobotocore~=2.5.0 (from s3fs>=2023.6->packer-shards==0.2.0)
