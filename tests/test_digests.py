@@ -7,6 +7,7 @@ The tests that write BLAKE3 datasets need the ``blake3`` wheel (the ``fast`` ext
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import hashlib
 import importlib.util
 import json
@@ -23,7 +24,8 @@ from imagetools import dataset_snapshot, image_bytes, write_tree
 
 import packer
 from packer.cli import cli
-from packer.digests import DIGESTS, SHA256, default_digest, digest_names, get_digest
+from packer.conversion.engines.executor import ExecutorEngine
+from packer.digests import DIGESTS, SHA256, DigestAlgorithm, default_digest, digest_names, get_digest
 from packer.errors import ManifestError, MissingExtraError, UnknownNameError
 from packer.format.manifest import DIGEST_FORMAT_VERSION, Manifest
 from packer.format.records import digest64
@@ -230,3 +232,24 @@ def test_sample_index_files_are_named_by_the_datasets_algorithm(tmp_path: Path) 
     entry = write_index_file(str(tmp_path), "targets", array, digest=SHA256)
     assert entry.sha256 == SHA256.file(str(tmp_path / entry.path)) and entry.sha256[:16] in entry.path
     shutil.rmtree(tmp_path / "samples")
+
+
+def test_an_array_task_given_no_digest_follows_the_plans(tmp_path: Path) -> None:
+    """Tasks on machines with and without the blake3 wheel (here: another default for the first
+    task) write one dataset; the plan's algorithm wins over a task's own default, not over a choice."""
+    src, dst = _tree(tmp_path / "src"), tmp_path / "dst"
+    threads = cf.ThreadPoolExecutor(1)  # in this process: the test's algorithm is registered here only
+    run = {"to": "lmdb", "shard_size": "2KB", "engine": ExecutorEngine(threads, 1, name="threads")}
+    DIGESTS.register("blake2b", DigestAlgorithm("blake2b", hashlib.blake2b), replace=True)
+    try:
+        packer.convert_task(src, dst, task_id=0, num_tasks=2, digest="blake2b", **run)
+        with pytest.raises(packer.ResumeError, match="every array task must run the same command"):
+            packer.convert_task(src, dst, task_id=1, num_tasks=2, digest="sha256", **run)
+        packer.convert_task(src, dst, task_id=1, num_tasks=2, **run)
+        merged = packer.merge(dst, verify=True)
+        assert merged.manifest.digest == "blake2b"
+        single = packer.convert(src, tmp_path / "one", digest="blake2b", **run)
+        assert [s.path for s in merged.manifest.shards] == [s.path for s in single.manifest.shards]
+    finally:
+        DIGESTS.unregister("blake2b")
+        threads.shutdown()

@@ -103,6 +103,9 @@ class ConversionOptions:
     backend: Backend = field(init=False, repr=False, compare=False)
     #: The codec built from ``codec`` and ``codec_options``.
     stored_as: Codec = field(init=False, repr=False, compare=False)
+    #: Whether ``digest`` was given (not the machine's default): an array task given none follows
+    #: the algorithm its DST's plan records.
+    digest_given: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         backend = get_backend(self.to)
@@ -126,6 +129,7 @@ class ConversionOptions:
             value = getattr(self, name)
             if value is not None:
                 settle(self, name, os.path.abspath(os.fspath(value)))
+        settle(self, "digest_given", self.digest is not None)
         settle(self, "digest", get_digest(self.digest or default_digest()).name)
         settle(self, "backend", backend)
         settle(self, "stored_as", stored_as)
