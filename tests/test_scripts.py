@@ -372,6 +372,15 @@ def test_bench_remote(tmp_path: Path) -> None:
     assert "--latency-ms" in text and "--skip-peers" in text
 
 
+@pytest.mark.timeout(180)
+def test_rehearse_imagenet(tmp_path: Path) -> None:
+    figures = json.loads(run_script("rehearse_imagenet.py", "--classes", "70", "--per-class", "3", "--work",
+                                    tmp_path / "work", "--json", cwd=tmp_path).stdout)
+    assert figures["index"]["members"] == 210 and figures["index"]["pool_vs_serial"] > 0
+    assert figures["convert"]["images"] == 210 and figures["convert"]["peak_mb"] > 0
+    assert figures["open"]["samples"] == 210 and figures["open"]["first_batch_s"] > 0
+
+
 @pytest.mark.slow
 def test_bench_nodes(tmp_path: Path) -> None:
     """tests/test_nodes.py runs it on two nodes of two ranks; this only keeps the script listed."""

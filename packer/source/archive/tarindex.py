@@ -7,8 +7,11 @@ are recorded in the decompressed stream (its reader reads them from a decompress
 :mod:`packer.source.archive.spool`).
 
 Top-level ``.tar`` members (also one folder down, for an archive with a top folder) are indexed
-too, in the same pass, with absolute offsets: that is how a tar of per-class tars (ImageNet's
-``ILSVRC2012_img_train.tar``) is read with one ``pread`` per image.
+too, with absolute offsets: that is how a tar of per-class tars (ImageNet's
+``ILSVRC2012_img_train.tar``) is read with one ``pread`` per image. In an uncompressed archive
+with at least :data:`PARALLEL_INNER` of them, they are indexed after the outer walk by a pool of
+processes (one per CPU, at most 8; tarfile's header parsing is Python, bound to one core), each
+``pread``-ing its share; the listing is the same, member for member and note for note.
 
 Damage never loses what comes before it. A member whose data runs past the end of the archive
 (a truncated download, or a header claiming more than the archive holds) gets status
@@ -22,8 +25,10 @@ naming where the archive ends and why.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import decimal
 import io
+import multiprocessing
 import os
 import tarfile
 import zlib
@@ -31,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import IO, Any, Final
 
+from packer.cpus import available_cpus
 from packer.errors import SourceError
 from packer.source.archive.gunzip import GzipStream
 from packer.source.archive.members import (
@@ -48,7 +54,11 @@ from packer.source.archive.members import (
 )
 from packer.source.archive.targzip import STREAM_DAMAGE, GzipTail, finish_stream
 
-__all__ = ["index_tar"]
+__all__ = ["PARALLEL_INNER", "index_tar"]
+
+#: Member tars from which an uncompressed archive's are indexed by a pool of processes.
+PARALLEL_INNER: Final = 64
+_MAX_INDEXERS: Final = 8
 
 _BLOCK: Final = tarfile.BLOCKSIZE
 _SKIP: Final = 1 << 20  # a stream skips a member's data this much at a time
@@ -115,6 +125,8 @@ class _Walk:
         self.notes: list[str] = []
         self.unsafe = 0
         self.files: dict[str, Member] = {}
+        #: Member tars left for a pool to index (an uncompressed archive's), or None: inline.
+        self.pending: list[Member] | None = None
 
     def run(self) -> None:
         error: BaseException | None = None
@@ -169,7 +181,10 @@ class _Walk:
             if handle is not None:
                 self.contents[len(self.members) - 1] = handle.read()
         if self.inner is not None and name.lower().endswith(".tar") and name.count("/") <= 1:
-            self.inner[name] = _inner(self, member)
+            if self.pending is not None:
+                self.pending.append(member)  # indexed after the walk (_index_pending)
+            else:
+                self.inner[name] = _inner(self, member)
 
     def _skip_data(self) -> None:
         """Move past the member just taken, never past the archive's end: tarfile seeks a file
@@ -252,6 +267,56 @@ def _inner(outer: _Walk, member: Member) -> Inner:
     return Inner(tuple(walk.members), tuple(walk.notes))
 
 
+class _FileOuter:
+    """What :func:`_inner` needs of the walk over an uncompressed archive, in a pool's process:
+    its descriptor, its size, and ``pread`` for the header a walk stops on."""
+
+    stream = False
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.size = fd, size
+
+    def limit(self) -> float:
+        return self.size
+
+    def peek(self, at: int) -> bytes:
+        return os.pread(self.fd, _BLOCK, at)
+
+    def failure(self) -> BaseException | None:
+        return None
+
+
+_Flat = tuple[list[tuple[Any, ...]], tuple[str, ...], "str | None"]  # members, notes, error
+
+
+def _inner_share(path: str, size: int, members: list[Member]) -> list[_Flat]:
+    """Index ``members`` (member tars of the uncompressed archive ``path`` of ``size`` bytes):
+    one pool process's share, each listing's members as plain tuples (a third of the pickling)."""
+    with open(path, "rb", buffering=0) as handle:
+        outer = _FileOuter(handle.fileno(), size)
+        found = [_inner(outer, member) for member in members]  # type: ignore[arg-type]
+    return [([(m.name, m.kind, m.offset, m.size, m.mtime_ns, m.status, m.stored, m.method, m.crc, m.encrypted,
+               m.target) for m in inner.members], inner.notes, inner.error) for inner in found]
+
+
+def _index_pending(path: str, size: int, pending: list[Member], workers: int) -> list[Inner]:
+    """Every pending member tar indexed by ``workers`` processes, in archive order."""
+    share = -(-len(pending) // (4 * workers))  # four shares a process: the slow ones even out
+    shares = [pending[i:i + share] for i in range(0, len(pending), share)]
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+        return [Inner(tuple(Member(*fields) for fields in members), notes, error)
+                for done in pool.map(_inner_share, [path] * len(shares), [size] * len(shares), shares)
+                for members, notes, error in done]
+
+
+def _indexers(workers: int | None) -> int:
+    """Processes to index member tars with: ``workers``, else one per CPU (at most 8)."""
+    if multiprocessing.current_process().daemon:
+        return 1  # a pool's own worker (Dask's, a DataLoader's) may not start processes
+    return max(1, workers if workers is not None else min(available_cpus(), _MAX_INDEXERS))
+
+
 def _not_a_tar(path: str, err: BaseException, what: str = "tar archive") -> SourceError:
     return SourceError(f"{path!r} is not a valid {what} ({err}): give a .tar, .tar.gz (.tgz) or .zip "
                        "of an ImageFolder tree, re-download it if it is damaged, or name the kind "
@@ -259,11 +324,13 @@ def _not_a_tar(path: str, err: BaseException, what: str = "tar archive") -> Sour
 
 
 def index_tar(path: str, *, compressed: bool = False, keep: Keep | None = None,
-              nested: bool = True) -> tuple[Listing, dict[int, bytes]]:
+              nested: bool = True, workers: int | None = None) -> tuple[Listing, dict[int, bytes]]:
     """Index the tar (``compressed``: gzip-compressed tar) at ``path`` from its headers.
 
     ``keep`` says which members' bytes to read too (returned by member position); ``nested``
-    indexes top-level ``.tar`` members as tars.
+    indexes top-level ``.tar`` members as tars, with ``workers`` processes where there are
+    :data:`PARALLEL_INNER` or more in an uncompressed archive (default: one per CPU, at most 8;
+    1 indexes them in this process).
 
     Raises:
         SourceError: ``path`` cannot be read, or its start is not a tar (or gzip) archive.
@@ -271,13 +338,14 @@ def index_tar(path: str, *, compressed: bool = False, keep: Keep | None = None,
     try:
         status = os.stat(path)
         with open(path, "rb", buffering=0) as handle:  # unbuffered: a header costs 512 bytes read
-            return _index(path, handle, status, compressed=compressed, keep=keep, nested=nested)
+            return _index(path, handle, status, compressed=compressed, keep=keep, nested=nested,
+                          workers=_indexers(workers))
     except OSError as err:
         raise SourceError(f"Cannot read the archive {path!r}: {err.strerror or err}.") from None
 
 
 def _index(path: str, handle: IO[bytes], status: os.stat_result, *, compressed: bool, keep: Keep | None,
-           nested: bool) -> tuple[Listing, dict[int, bytes]]:
+           nested: bool, workers: int) -> tuple[Listing, dict[int, bytes]]:
     tail: GzipTail | None = None
     if compressed:
         tail = GzipTail(GzipStream(handle))
@@ -301,7 +369,13 @@ def _index(path: str, handle: IO[bytes], status: os.stat_result, *, compressed: 
     else:
         walk = _Walk(tar, repr(path), 0, lambda: status.st_size, lambda at: os.pread(fd, _BLOCK, at),
                      stream=False, failure=lambda: None, keep=keep, inner=inner, fd=fd)
+        walk.pending = [] if inner is not None and workers > 1 else None
     walk.run()
+    if walk.pending is not None and inner is not None:  # the member tars, by the pool or here
+        pending, outer = walk.pending, _FileOuter(fd, status.st_size)
+        found = (_index_pending(path, status.st_size, pending, workers) if len(pending) >= PARALLEL_INNER
+                 else [_inner(outer, member) for member in pending])  # type: ignore[arg-type]
+        inner.update((member.name, listing) for member, listing in zip(pending, found, strict=True))
     notes = list(walk.notes)
     for nested_listing in (inner or {}).values():
         notes.extend(nested_listing.notes)
