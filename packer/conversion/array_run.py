@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from packer.conversion.destination.lifecycle import task_slot
-from packer.conversion.destination.state import Destination
 from packer.conversion.engines.base import Engine
 from packer.conversion.execution import choose_engine, write_shards
 from packer.conversion.job import Job, plan_job
 from packer.conversion.merging import unwritten_shards
 from packer.conversion.options import ConversionOptions, conversion_options, option_keywords
 from packer.conversion.plan import shard_name, shards_of_task
-from packer.digests import LEGACY_DIGEST
 
 __all__ = ["TaskResult", "convert_task", "run_conversion_task"]
 
@@ -79,28 +77,10 @@ def run_conversion_task(src: str | os.PathLike[str], dst: str | os.PathLike[str]
     chosen = choose_engine(engine, workers)
     if num_tasks < 1 or not 0 <= task_id < num_tasks:
         raise ValueError(f"task id must be from 0 to {num_tasks - 1} for {num_tasks} tasks, not {task_id}")
-    job = plan_job(src, dst, with_plan_digest(dst, options), overwrite=False, resume=True,
-                   num_tasks=num_tasks)
+    job = plan_job(src, dst, options, overwrite=False, resume=True, num_tasks=num_tasks)
     with job.source:  # what reading made on this machine (an archive's spool) goes at the end
         return _write_task(job, chosen, task_id=task_id, num_tasks=num_tasks, progress=progress,
                            started=started)
-
-
-def with_plan_digest(dst: str | os.PathLike[str], options: ConversionOptions) -> ConversionOptions:
-    """``options`` with the checksum algorithm DST's array plan records, when none was given.
-
-    Without ``digest``, each machine would resolve its own default (BLAKE3 where the wheel is,
-    SHA-256 elsewhere), and a task on the other kind of machine would refuse the plan as one of
-    other options. It follows the plan instead, or, where the plan's algorithm is not installed,
-    raises MissingExtraError naming the extra, before anything is written.
-    """
-    if options.digest_given:
-        return options
-    marker = Destination(os.fspath(dst)).marker()
-    if not marker.get("num_tasks") or not isinstance(marker.get("options"), dict):
-        return options  # the first task, or no array plan: this machine's default
-    recorded = marker["options"].get("digest", LEGACY_DIGEST)
-    return options if recorded == options.digest else replace(options, digest=recorded)
 
 
 def _write_task(job: Job, chosen: Engine, *, task_id: int, num_tasks: int, progress: bool,

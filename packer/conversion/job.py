@@ -8,7 +8,7 @@ every error a conversion can know of in advance, and touches nothing. SRC is any
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packer.conversion.destination.resume import (
     item_identities,
@@ -23,7 +23,7 @@ from packer.conversion.plan import JobPlan, planned_item_sizes, scan_info, shard
 from packer.conversion.schemas import conversion_schema
 from packer.conversion.sharding import plan_shards
 from packer.conversion.tasks import ShardTask
-from packer.digests import get_digest
+from packer.digests import LEGACY_DIGEST
 from packer.source.base import ItemReader, Source, SourceIndex
 from packer.source.registry import open_source
 
@@ -58,7 +58,26 @@ def plan_job(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: 
     source = open_source(src, options.source_options)
     destination = Destination(dst)
     state = destination.check(source.inside(), overwrite=overwrite, resume=resume, task=num_tasks is not None)
+    if resume and state is DestinationState.PARTIAL:
+        options = with_plan_digest(destination, options)
     return plan_source(source, destination, state, options, num_tasks=num_tasks)
+
+
+def with_plan_digest(destination: Destination, options: ConversionOptions) -> ConversionOptions:
+    """``options`` with the checksum algorithm the plan in ``destination`` records, when none
+    was given.
+
+    Without ``digest``, each machine resolves its own default (BLAKE3 where the wheel is,
+    SHA-256 elsewhere), so an array task on the other kind of machine, or a resume after the
+    wheel came or went, would refuse the plan as one of other options. It follows the plan
+    instead, or, where the plan's algorithm is not installed, raises MissingExtraError naming
+    the extra, before anything is written.
+    """
+    recorded = destination.marker().get("options")
+    if options.digest_given or not isinstance(recorded, dict):
+        return options  # chosen, or no plan recorded yet: this machine's default
+    digest = recorded.get("digest", LEGACY_DIGEST)
+    return options if digest == options.digest else replace(options, digest=digest)
 
 
 def scan_source(src: str | os.PathLike[str], options: ConversionOptions) -> tuple[Source, SourceIndex]:
@@ -105,6 +124,6 @@ def plan_source(source: Source, destination: Destination, state: DestinationStat
                             options.backend.name, codec, options.check, options.max_pixels,
                             options.strict, p.planned_bytes, items[p.index], fingerprints[p.index],
                             inputs[p.index], recorded, metadata[p.index], schema=schema,
-                            digest=get_digest(str(options.digest)))
+                            digest=plan.digest)
                   for p in plans)
     return Job(source.location, destination, state, source, index, reader, plan, tasks)

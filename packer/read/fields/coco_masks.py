@@ -24,14 +24,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from packer.lazy import optional_module
+from packer.format.fields.rle import coded_rle, mask_api
 
 __all__ = ["CocoMasks", "instance_masks"]
-
-
-def _mask_api() -> Any:
-    return optional_module("pycocotools.mask", needed_by="CocoMasks",
-                           install="'packer-shards[coco]' (or pycocotools)")
 
 
 def _coordinates(ring: Any) -> bool:
@@ -55,10 +50,7 @@ def _rle(api: Any, segmentation: Any, height: int, width: int, index: int) -> An
         if size != [height, width]:
             raise ValueError(f"annotation {index}'s RLE is {size[0]}x{size[1]} (height x width), its image "
                              f"{height}x{width}")
-        counts = segmentation["counts"]
-        if isinstance(counts, list):  # uncompressed RLE
-            return api.frPyObjects(dict(segmentation), height, width)
-        return {"size": size, "counts": counts.encode("ascii") if isinstance(counts, str) else counts}
+        return coded_rle(api, segmentation)
     raise ValueError(f"annotation {index}'s segmentation is neither polygons nor RLE: "
                      f"{type(segmentation).__name__}")
 
@@ -74,7 +66,7 @@ def instance_masks(segmentation: Sequence[Any], height: int, width: int) -> np.n
     out = np.zeros((len(segmentation), height, width), dtype=np.uint8)
     if not segmentation:
         return out
-    api = _mask_api()
+    api = mask_api()
     for i, entry in enumerate(segmentation):
         if entry is not None:
             out[i] = api.decode(_rle(api, entry, height, width, i))

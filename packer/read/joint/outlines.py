@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from packer.format.fields.rle import decode_rle, encode_rle
 from packer.format.fields.types.outlines import is_ring, is_rle
-from packer.lazy import optional_module
 from packer.read.joint.pixels import place_mask
 from packer.read.joint.placement import Placement
 
@@ -25,9 +25,9 @@ __all__ = ["clip_ring", "move_outlines"]
 def _clip_edge(points: np.ndarray, axis: int, bound: float, keep_below: bool) -> np.ndarray:
     """``points`` (``[K, 2]``, a closed ring) clipped to one half-plane: coordinate ``axis``
     at most ``bound`` (``keep_below``) or at least ``bound``."""
-    if not len(points):
-        return points
     inside = points[:, axis] <= bound if keep_below else points[:, axis] >= bound
+    if inside.all():  # most rings lie inside the output: no per-point work
+        return points
     out: list[np.ndarray] = []
     previous, was_inside = points[-1], bool(inside[-1])
     for point, now_inside in zip(points, inside, strict=True):
@@ -67,22 +67,18 @@ def _move_ring(ring: Sequence[float], placement: Placement, scale: tuple[float, 
 
 def _move_rle(rle: dict[str, Any], placement: Placement, source_size: tuple[int, int]) -> dict[str, Any]:
     """A COCO RLE of the source image placed as its mask would be, encoded at the output size."""
-    api = optional_module("pycocotools.mask", needed_by="moving an RLE outline",
-                          install="'packer-shards[coco]' (or pycocotools)")
-    height, width = int(rle["size"][0]), int(rle["size"][1])
-    counts = rle["counts"]
-    coded = api.frPyObjects(dict(rle), height, width) if isinstance(counts, list) else \
-        {"size": [height, width], "counts": counts.encode("ascii") if isinstance(counts, str) else counts}
-    mask = place_mask(api.decode(coded), placement, source_size, 0, "an RLE outline").numpy()
-    encoded = api.encode(np.asfortranarray(mask.astype(np.uint8)))
-    return {"size": [int(v) for v in encoded["size"]], "counts": encoded["counts"].decode("ascii")}
+    needed_by = "moving an RLE outline"
+    mask = place_mask(decode_rle(rle, needed_by=needed_by), placement, source_size, 0, "an RLE outline")
+    return encode_rle(mask.numpy(), needed_by=needed_by)
 
 
-def _move_entry(entry: Any, placement: Placement, source_size: tuple[int, int], normalized: bool) -> Any:
-    """One box's outline placed, in the form it came in."""
-    scale = (float(source_size[0]), float(source_size[1])) if normalized else (1.0, 1.0)
-    if entry is None or (isinstance(entry, list | tuple) and not entry):
-        return entry if entry is None else []
+def _move_entry(entry: Any, placement: Placement, source_size: tuple[int, int], scale: tuple[float, float],
+                normalized: bool) -> Any:
+    """One box's outline placed, in the form it came in (``scale``: to source pixels)."""
+    if entry is None:
+        return None
+    if isinstance(entry, list | tuple) and not entry:
+        return []
     if is_rle(entry):
         return _move_rle(dict(entry), placement, source_size)
     if is_ring(entry):
@@ -103,5 +99,6 @@ def move_outlines(value: Any, keep: np.ndarray, placement: Placement, source_siz
     entries = list(value or [])
     if len(entries) != len(keep):
         raise ValueError(f"field {name!r} has {len(entries)} outlines for {len(keep)} boxes")
-    return [_move_entry(entry, placement, source_size, normalized)
+    scale = (float(source_size[0]), float(source_size[1])) if normalized else (1.0, 1.0)
+    return [_move_entry(entry, placement, source_size, scale, normalized)
             for entry, wanted in zip(entries, keep, strict=True) if wanted]

@@ -128,7 +128,7 @@ class JointTransform(ABC):
                         out[rows] = take_rows(out[rows], kept[boxes], rows)
         for outlines, shape in self.targets.outlines.items():
             if outlines in out:  # with its boxes not selected, every outline stays
-                keep = kept.get(shape.boxes, np.ones(len(out[outlines] or []), dtype=bool))
+                keep = kept[shape.boxes] if shape.boxes in kept else np.ones(len(out[outlines] or []), bool)
                 out[outlines] = move_outlines(out[outlines], keep, placement, source,
                                               normalized=shape.normalized, name=outlines)
         return out

@@ -372,9 +372,9 @@ def _index(path: str, handle: IO[bytes], status: os.stat_result, *, compressed: 
         walk.pending = [] if inner is not None and workers > 1 else None
     walk.run()
     if walk.pending is not None and inner is not None:  # the member tars, by the pool or here
-        pending, outer = walk.pending, _FileOuter(fd, status.st_size)
+        pending = walk.pending
         found = (_index_pending(path, status.st_size, pending, workers) if len(pending) >= PARALLEL_INNER
-                 else [_inner(outer, member) for member in pending])  # type: ignore[arg-type]
+                 else [_inner(walk, member) for member in pending])
         inner.update((member.name, listing) for member, listing in zip(pending, found, strict=True))
     notes = list(walk.notes)
     for nested_listing in (inner or {}).values():

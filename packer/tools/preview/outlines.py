@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
+from packer.format.fields.rle import decode_rle
 from packer.format.fields.types.outlines import is_ring, is_rle
 
 __all__ = ["paint_outlines"]
@@ -20,16 +21,8 @@ _ALPHA = 115  # of 255: the fill's opacity
 def _rle_mask(rle: Any) -> np.ndarray | None:
     """The RLE decoded (``uint8`` at its own size), or None without pycocotools or when it is damaged."""
     try:
-        from pycocotools import mask as api
-    except ImportError:
-        return None
-    height, width = (int(v) for v in rle["size"])
-    counts = rle["counts"]
-    try:
-        coded = api.frPyObjects(dict(rle), height, width) if isinstance(counts, list) else \
-            {"size": [height, width], "counts": counts.encode("ascii")}
-        return np.asarray(api.decode(coded), dtype=np.uint8)
-    except (TypeError, ValueError):
+        return decode_rle(rle, needed_by="drawing a crowd's outline")
+    except (ImportError, TypeError, ValueError):
         return None
 
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from packer.format.fields.base import FieldType, FieldValueError
+from packer.format.fields.types.targets import BOX_COUNT
 from packer.format.fields.types.values import (
     INVALID_VALUE,
     JsonType,
@@ -34,8 +35,6 @@ from packer.format.fields.types.values import (
 
 __all__ = ["PolygonsType", "is_rle", "is_ring"]
 
-#: Entries whose count is not the boxes' (the reason ``box_labels`` gives).
-BOX_COUNT: Final = "box_count"
 _MIB: Final = 1 << 20
 
 
