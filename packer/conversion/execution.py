@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 
 from packer.conversion.engines.base import Engine, Progress
@@ -57,8 +58,11 @@ def choose_engine(engine: Engine | None, workers: int | None) -> Engine:
 
 
 def write_shards(job: Job, todo: list[ShardTask], kept: dict[int, ShardResult], staging: str,
-                 engine: Engine, *, progress: bool) -> dict[int, ShardResult]:
+                 engine: Engine, *, progress: bool,
+                 on_shard: Callable[[ShardResult], None] | None = None) -> dict[int, ShardResult]:
     """Write the ``todo`` shards on ``engine`` through ``staging``; all finished shards by number.
+    ``on_shard`` is called in this process with each shard as it is finished (renamed into DST,
+    its receipt written).
 
     On any failure (Ctrl-C included) the workers are stopped; the slot that gave ``staging``
     (:mod:`packer.conversion.destination.lifecycle`) deletes what they left half-written there, and shards
@@ -66,7 +70,7 @@ def write_shards(job: Job, todo: list[ShardTask], kept: dict[int, ShardResult], 
     """
     shard_tasks = [replace(task, staging=staging) for task in todo]
     tasks = make_tasks(shard_tasks, engine.parallelism)
-    collect = Collector(tasks)
+    collect = Collector(tasks, on_shard)
     total = sum(len(task.items) for task in shard_tasks) + sum(
         len(r.relpaths) + len(r.skipped) for r in kept.values())
     bar = _Bar(total, enabled=progress, desc=f"packing {os.path.basename(job.src) or job.src}")

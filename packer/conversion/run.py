@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,6 +36,7 @@ from packer.conversion.options import (
     option_keywords,
 )
 from packer.conversion.outcome import check_something_packed
+from packer.conversion.receipts import ShardResult
 from packer.errors import OutputError
 from packer.format.manifest import Manifest
 
@@ -123,9 +125,10 @@ def run_conversion(src: str | os.PathLike[str], dst: str | os.PathLike[str], opt
         return write_job(job, chosen, resume=resume, progress=progress, started=started)
 
 
-def write_job(job: Job, chosen: Engine, *, resume: bool, progress: bool, started: float) -> ConversionResult:
+def write_job(job: Job, chosen: Engine, *, resume: bool, progress: bool, started: float,
+              on_shard: Callable[[ShardResult], None] | None = None) -> ConversionResult:
     """Write the shards of a planned job (keeping those an interrupted run finished with
-    ``resume``), then its manifest."""
+    ``resume``), then its manifest; ``on_shard`` sees each shard written or kept, as it is."""
     destination, plan = job.destination, job.plan
     if resume and job.state == "complete":
         manifest = destination.ensure_complete(plan.fingerprint)
@@ -139,7 +142,10 @@ def write_job(job: Job, chosen: Engine, *, resume: bool, progress: bool, started
     with conversion_slot(destination, plan, keep=resume, expected=job.state) as slot:
         kept = slot.kept
         todo = [task for task in job.tasks if task.index not in kept]
-        results = write_shards(job, todo, kept, slot.staging, chosen, progress=progress)
+        if on_shard is not None:
+            for result in kept.values():
+                on_shard(result)
+        results = write_shards(job, todo, kept, slot.staging, chosen, progress=progress, on_shard=on_shard)
         check_something_packed(job.source, job.dst, sum(len(r.relpaths) for r in results.values()),
                                (s.reason for r in results.values() for s in r.skipped))
         try:

@@ -9,7 +9,7 @@ never depends on the number of workers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from packer.conversion.engines.base import task_error
 from packer.conversion.receipts import ShardResult
@@ -50,8 +50,9 @@ class Collector:
     failure (disk full, read-only) ends the run with the same one-line error a worker's gives.
     """
 
-    def __init__(self, tasks: list[Task]) -> None:
+    def __init__(self, tasks: list[Task], on_shard: Callable[[ShardResult], None] | None = None) -> None:
         self.shards: dict[int, ShardResult] = {}
+        self._on_shard = on_shard
         self._index_of = {shard_of(task).fingerprint: shard_of(task).index for task in tasks}
         counts: dict[int, int] = {}
         owners: dict[int, ShardTask] = {}
@@ -64,7 +65,7 @@ class Collector:
 
     def __call__(self, result: ShardResult | SegmentResult) -> Iterable[Task]:
         if isinstance(result, ShardResult):
-            self.shards[self._index_of[result.fingerprint]] = result
+            self._finished(self._index_of[result.fingerprint], result)
             return ()
         assembler = self._assemblers[result.shard]
         try:
@@ -73,8 +74,13 @@ class Collector:
             assembler.abort()
             raise task_error(assembler.task, err) from err
         if finished is not None:
-            self.shards[result.shard] = finished
+            self._finished(result.shard, finished)
         return ()
+
+    def _finished(self, index: int, result: ShardResult) -> None:
+        self.shards[index] = result
+        if self._on_shard is not None:
+            self._on_shard(result)
 
     def abort(self) -> None:
         """Drop half-written segmented shards after a failure."""

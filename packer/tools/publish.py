@@ -16,12 +16,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from packer.conversion.remote.publishing import PushResult, dataset_files, publish_files
 from packer.errors import NotADatasetError
 from packer.format.manifest import MANIFEST_NAME, VERSIONS_DIR, Manifest, dataset_versions, version_key
 from packer.keys import is_safe_key
@@ -33,22 +33,6 @@ __all__ = ["PushResult", "RemoteGcResult", "collect_remote_garbage", "pull_datas
 
 log = logging.getLogger(__name__)
 
-#: ``shard-<16 hex>.lmdb``, ``samples/targets-<16 hex>.npy``: names that say their content.
-_CONTENT_NAMED = re.compile(r".*-[0-9a-f]{16}\.[A-Za-z0-9]+")
-
-
-@dataclass(frozen=True)
-class PushResult:
-    """What :func:`push_dataset` uploaded and skipped."""
-
-    src: str
-    url: str
-    version: int
-    uploaded: tuple[str, ...]
-    skipped: tuple[str, ...]
-    uploaded_bytes: int
-
-
 @dataclass(frozen=True)
 class RemoteGcResult:
     """What :func:`collect_remote_garbage` kept and deleted (or would, with ``dry_run``)."""
@@ -59,13 +43,6 @@ class RemoteGcResult:
     removed: tuple[str, ...]
     freed_bytes: int
     dry_run: bool = False
-
-
-def _files_of(manifest: Manifest) -> dict[str, tuple[int, str]]:
-    """Every data file a version names: key -> (size, checksum)."""
-    files = {shard.path: (shard.num_bytes, shard.sha256) for shard in manifest.shards}
-    files.update({entry.path: (entry.num_bytes, entry.sha256) for entry in manifest.sample_index.values()})
-    return files
 
 
 def push_dataset(src: str | os.PathLike[str], url: str, *,
@@ -89,44 +66,11 @@ def push_dataset(src: str | os.PathLike[str], url: str, *,
     local = open_store(src)
     if not local.is_local:
         raise NotADatasetError(f"push uploads a local dataset; {os.fspath(src)!r} is a URL")
-    current = Manifest.load(local)
+    Manifest.load(local)  # not a complete dataset: say so before touching the URL
     remote = open_store(url, storage_options)
     remote.check_writable()
     with held_lease(remote, "push", what=f"push to {remote.url!r}") as lease:
-        versions = [v for v in dataset_versions(local.url) if v <= current.version] or [current.version]
-        manifests = {v: current if v == current.version else Manifest.load(local, v) for v in versions}
-        wanted: dict[str, tuple[int, str]] = {}
-        for manifest in manifests.values():
-            wanted.update(_files_of(manifest))
-        present = remote.list()
-        todo = [key for key, (size, _) in sorted(wanted.items())
-                if not (present.get(key) == size and _CONTENT_NAMED.fullmatch(key.rsplit("/", 1)[-1]))]
-        skipped = [key for key in sorted(wanted) if key not in todo]
-        for key in skipped:
-            if on_file is not None:
-                on_file(key, wanted[key][0])
-
-        def upload(key: str) -> None:
-            remote.put_file(key, local.local_path(key) or key)
-            if on_file is not None:
-                on_file(key, wanted[key][0])
-
-        with ThreadPoolExecutor(max(1, workers)) as pool:
-            list(pool.map(upload, todo))  # data first: every file any version names
-        uploaded = list(todo)
-        lease.check()  # switch nothing under a lease another process took over
-        for version, manifest in sorted(manifests.items()):  # then the versions' manifests
-            key = version_key(version)
-            text = local.read(key) if local.exists(key) else manifest.to_json().encode("utf-8")
-            if present.get(key) != len(text) or version == current.version:
-                remote.put(key, text)
-                uploaded.append(key)
-        remote.put(MANIFEST_NAME, local.read(MANIFEST_NAME))  # the switch, last
-        uploaded.append(MANIFEST_NAME)
-    log.info("pushed %s to %s: %d files uploaded, %d already there", local.url, remote.url,
-             len(uploaded), len(skipped))
-    return PushResult(local.url, remote.url, current.version, tuple(uploaded), tuple(skipped),
-                      sum(wanted[k][0] for k in todo))
+        return publish_files(local, remote, lease, workers=workers, on_file=on_file)
 
 
 def collect_remote_garbage(url: str | Store, *, keep_versions: int = 1, dry_run: bool = False,
@@ -171,7 +115,7 @@ def _unused(store: Store, current: Manifest, listed: dict[str, int],
     used: set[str] = {MANIFEST_NAME}
     for version in kept:
         manifest = current if version == current.version else Manifest.load(store, version)
-        used.update(_files_of(manifest))
+        used.update(dataset_files(manifest))
         used.add(version_key(version))
     # Only packer's own names: a key someone else put under the prefix (one with '..' included,
     # which S3 allows) is never deleted.
@@ -204,7 +148,7 @@ def pull_dataset(url: str, dst: str | os.PathLike[str], *,
     text = store.read(MANIFEST_NAME)
     manifest = Manifest.from_json(text.decode("utf-8"), source=store.describe(MANIFEST_NAME))
     local = open_store(dst)
-    files = _files_of(manifest)
+    files = dataset_files(manifest)
     sizes = store.sizes(list(files))
 
     def fetch(key: str) -> None:
