@@ -163,7 +163,7 @@ def test_a_second_convert_names_the_first_and_does_not_advise_resume(tmp_path: P
     src, dst = mixed_tree(tmp_path / "src", count=6, broken=False), tmp_path / "dst"
     started, go = tmp_path / "started", tmp_path / "go"
     first = subprocess.Popen(_script(f"""
-        import os, time, packer, packer.conversion.run as run
+        import os, time, packer, packer.conversion.execution as run
         write = run.write_shards
         def paused(*args, **kwargs):
             open({str(started)!r}, "w").close()

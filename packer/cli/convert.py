@@ -93,6 +93,13 @@ class SizeType(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
               help="Replace an existing packer dataset or interrupted conversion at DST.")
 @click.option("--resume", is_flag=True,
               help="Finish an interrupted conversion, keeping its finished shards.")
+@click.option("--staging", type=click.Path(file_okay=False, path_type=str), default=None,
+              help="DST is a URL: the local folder shards are written to before their upload (a "
+                   "killed run resumes from it) [default: one per URL under $PACKER_STAGING, else "
+                   "~/.cache/packer-staging].")
+@click.option("--staging-limit", type=SizeType(), default=None,
+              help="DST is a URL: most bytes of finished shards waiting for their upload; the "
+                   "workers wait while it is reached [default: four shards].")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker processes writing shards [default: the usable CPUs].")
 @click.option("--dry-run", is_flag=True,
@@ -138,6 +145,10 @@ def convert(src: str, dst: str, **given: Any) -> None:
     a segmentation set (Pascal VOC, Cityscapes, ADE20K: images and masks matched by stem); or
     a YOLO set (images/<split> beside labels/<split>, names from data.yaml).
     The kind is detected and printed by --dry-run; --source-format names it. Nothing is extracted.
+
+    DST is a new or empty directory, or a URL (s3://bucket/prefix, gs://..., az://...): then
+    the shards are written to a local staging folder, uploaded as they finish and removed there,
+    and index.json goes up last; a killed run is finished with --resume.
     """
     from packer.cli.formatting import format_conversion, format_plan, format_task
     from packer.conversion.array_run import run_conversion_task
@@ -170,8 +181,9 @@ def convert(src: str, dst: str, **given: Any) -> None:
         except ValueError as err:
             raise click.UsageError(str(err)) from None
         if task is None:
-            summary = format_conversion(run_conversion(src, dst, options, overwrite=overwrite,
-                                                       resume=resume, engine=engine, progress=not quiet))
+            summary = format_conversion(run_conversion(
+                src, dst, options, overwrite=overwrite, resume=resume, engine=engine, progress=not quiet,
+                staging=given["staging"], staging_limit=given["staging_limit"]))
         else:
             if not quiet:
                 say(f"task {task.task_id} of {task.num_tasks} (from {in_cli_terms(task.source)})",

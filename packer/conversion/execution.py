@@ -1,21 +1,32 @@
-"""Write planned shards on an engine, with one progress bar: the middle of every conversion."""
+"""Write planned shards on an engine, with one progress bar, then the manifest: the middle of
+every conversion (to a local DST, to a URL through its staging folder, from Python)."""
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from packer.conversion.destination.lifecycle import conversion_slot
+from packer.conversion.destination.resume import check_resumable
 from packer.conversion.engines.base import Engine, Progress
 from packer.conversion.engines.local import LocalEngine
 from packer.conversion.job import Job
+from packer.conversion.merging import build_manifest
+from packer.conversion.outcome import check_something_packed
 from packer.conversion.receipts import ShardResult
 from packer.conversion.scheduling import Collector, make_tasks
 from packer.conversion.tasks import ShardTask
 from packer.cpus import available_cpus
+from packer.errors import OutputError
+from packer.format.manifest import Manifest
 from packer.progressbar import ProgressBar
 
-__all__ = ["choose_engine", "write_shards"]
+__all__ = ["ConversionResult", "choose_engine", "write_job", "write_shards"]
+
+log = logging.getLogger(__name__)
 
 
 class _Bar:
@@ -84,3 +95,58 @@ def write_shards(job: Job, todo: list[ShardTask], kept: dict[int, ShardResult], 
     finally:
         bar.close()
     return {**kept, **collect.shards}
+
+
+@dataclass(frozen=True)
+class ConversionResult:
+    """What a conversion did: the manifest it wrote and how long and how much it took."""
+
+    dst: str
+    manifest: Manifest
+    found: int
+    seconds: float
+    bytes_in: int
+    resumed_shards: int = 0
+    already_complete: bool = False
+
+    @property
+    def images_per_second(self) -> float:
+        """Samples packed per second of wall time."""
+        return self.manifest.num_samples / self.seconds if self.seconds > 0 else 0.0
+
+
+def write_job(job: Job, chosen: Engine, *, resume: bool, progress: bool, started: float,
+              on_shard: Callable[[ShardResult], None] | None = None) -> ConversionResult:
+    """Write the shards of a planned job (keeping those an interrupted run finished with
+    ``resume``), then its manifest; ``on_shard`` sees each shard written or kept, as it is."""
+    destination, plan = job.destination, job.plan
+    if resume and job.state == "complete":
+        manifest = destination.ensure_complete(plan.fingerprint)
+        return ConversionResult(job.dst, manifest, plan.items, time.perf_counter() - started, 0,
+                                resumed_shards=len(manifest.shards), already_complete=True)
+    if resume and job.state == "partial":
+        marker = destination.marker()
+        check_resumable(job.dst, marker, plan.fingerprint, job.src, plan.options, plan.items)
+        # An array job's plan names its task count; finishing it here is one task of one.
+        plan = replace(plan, num_tasks=marker.get("num_tasks"))
+    with conversion_slot(destination, plan, keep=resume, expected=job.state) as slot:
+        kept = slot.kept
+        todo = [task for task in job.tasks if task.index not in kept]
+        if on_shard is not None:
+            for result in kept.values():
+                on_shard(result)
+        results = write_shards(job, todo, kept, slot.staging, chosen, progress=progress, on_shard=on_shard)
+        check_something_packed(job.source, job.dst, sum(len(r.relpaths) for r in results.values()),
+                               (s.reason for r in results.values() for s in r.skipped))
+        try:
+            manifest = slot.commit(lambda: build_manifest(job.dst, plan,
+                                                          [results[i] for i in range(len(job.tasks))]))
+        except OSError as err:
+            raise OutputError(f"Writing the manifest of {job.dst!r} failed: {err.strerror or err}. "
+                              "Fix it (free space?), then run the same conversion again with "
+                              "resume=True.") from err
+    seconds = time.perf_counter() - started
+    log.info("packed %d samples into %s in %.1f s", manifest.num_samples, job.dst, seconds)
+    bytes_in = sum(r.bytes_in for i, r in results.items() if i not in kept)
+    return ConversionResult(job.dst, manifest, len(job.index.items), seconds, bytes_in,
+                            resumed_shards=len(kept))

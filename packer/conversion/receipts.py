@@ -25,11 +25,16 @@ import numpy as np
 
 from packer.format.manifest import ShardEntry, SkippedFile
 from packer.format.records import records_from_bytes
+from packer.store.durable import atomic_write_bytes
 
-__all__ = ["RECEIPTS_DIR", "ShardResult", "load_receipt", "receipt_path", "receipted_files"]
+__all__ = ["RECEIPTS_DIR", "UPLOADED_DIR", "ShardResult", "load_receipt", "mark_uploaded", "receipt_path",
+           "receipted_files"]
 
 #: Where finished shards leave their receipts, under DST.
 RECEIPTS_DIR = ".receipts"
+#: A conversion to a URL (:mod:`packer.conversion.remote`) notes here each shard it uploaded and
+#: then removed from its staging folder: a file named as the shard, holding its size.
+UPLOADED_DIR = ".uploaded"
 
 
 @dataclass(frozen=True)
@@ -122,8 +127,24 @@ def load_receipt(dst: str, fingerprint: str) -> ShardResult | None:
     try:
         finished = os.path.getsize(os.path.join(dst, result.entry.path)) == result.entry.num_bytes
     except OSError:
-        finished = False
+        finished = _uploaded_size(dst, result.entry.path) == result.entry.num_bytes
     return result if finished else None
+
+
+def mark_uploaded(dst: str, relpath: str, size: int) -> None:
+    """Note that the shard ``relpath`` (``size`` bytes) is at the URL DST stages for, so that its
+    local file may go and :func:`load_receipt` still keeps it."""
+    path = os.path.join(dst, UPLOADED_DIR, relpath)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    atomic_write_bytes(path, f"{size}\n".encode("ascii"))
+
+
+def _uploaded_size(dst: str, relpath: str) -> int | None:
+    try:
+        with open(os.path.join(dst, UPLOADED_DIR, relpath), "rb") as handle:
+            return int(handle.read(32))
+    except (OSError, ValueError):
+        return None
 
 
 def receipted_files(dst: str) -> set[str]:

@@ -19,55 +19,32 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from typing import Any
 
-from packer.conversion.destination.lifecycle import conversion_slot
-from packer.conversion.destination.resume import check_resumable
 from packer.conversion.engines.base import Engine
-from packer.conversion.execution import choose_engine, write_shards
-from packer.conversion.job import Job, plan_job
-from packer.conversion.merging import build_manifest
+from packer.conversion.execution import ConversionResult, choose_engine, write_job
+from packer.conversion.job import plan_job
 from packer.conversion.options import (
     DEFAULT_SHARD_SIZE,
     ConversionOptions,
     conversion_options,
     option_keywords,
 )
-from packer.conversion.outcome import check_something_packed
-from packer.conversion.receipts import ShardResult
-from packer.errors import OutputError
-from packer.format.manifest import Manifest
+from packer.conversion.remote.to_url import convert_to_url
+from packer.store.urls import is_url
 
 __all__ = ["DEFAULT_SHARD_SIZE", "ConversionResult", "convert", "run_conversion", "write_job"]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ConversionResult:
-    """What a conversion did: the manifest it wrote and how long and how much it took."""
-
-    dst: str
-    manifest: Manifest
-    found: int
-    seconds: float
-    bytes_in: int
-    resumed_shards: int = 0
-    already_complete: bool = False
-
-    @property
-    def images_per_second(self) -> float:
-        """Samples packed per second of wall time."""
-        return self.manifest.num_samples / self.seconds if self.seconds > 0 else 0.0
-
-
 @option_keywords
 def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str],
             options: ConversionOptions | None = None, *, overwrite: bool = False, resume: bool = False,
             workers: int | None = None, engine: Engine | None = None, progress: bool = False,
-            **option_values: Any) -> ConversionResult:
+            staging: str | os.PathLike[str] | None = None, staging_limit: int | str | None = None,
+            storage_options: Mapping[str, Any] | None = None, **option_values: Any) -> ConversionResult:
     """Pack the source ``src`` into shards under ``dst``.
 
     Args:
@@ -75,7 +52,10 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str],
             labels (plain text, CSV or JSON Lines; see :mod:`packer.source.listfile`); a tar or
             zip archive of a tree, or a tar of per-class tars; WebDataset shards; or Parquet image
             tables. The kind is detected (:mod:`packer.source.registry`) or named by ``source_format``.
-        dst: New or empty directory (or an earlier packer dataset, with ``overwrite``).
+        dst: New or empty directory (or an earlier packer dataset, with ``overwrite``); or a URL
+            (``s3://bucket/prefix``, ``gs://``, ``az://``): the shards are written to a local
+            staging folder, uploaded as they finish and removed there, ``index.json`` last
+            (:mod:`packer.conversion.remote.to_url`).
         options: Every choice that decides the output, as one :class:`ConversionOptions`; or
             give them as keywords instead (``to="lmdb"``, ``shard_size="512MB"``,
             ``codec="jpeg"``, ``check``, ``max_pixels``, ``strict``, ``include_hidden``,
@@ -92,6 +72,11 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str],
         engine: Where the shard tasks run instead (see :mod:`packer.conversion.engines`, and
             :mod:`packer.conversion.engines.dask_cluster` for Dask and Slurm/PBS); not with ``workers``.
         progress: Show a tqdm bar on stderr when it is a terminal.
+        staging: ``dst`` is a URL: the local staging folder (default: one per URL under
+            ``$PACKER_STAGING``, else ``~/.cache/packer-staging``); a killed run resumes from it.
+        staging_limit: ``dst`` is a URL: most bytes of finished shards waiting for their upload
+            (a number or ``"8GB"``; default four shards); the workers wait while it is reached.
+        storage_options: ``dst`` is a URL: credentials and client options (:mod:`packer.store`).
         **option_values: The fields of :class:`ConversionOptions`, when ``options`` is not given.
 
     Raises:
@@ -108,55 +93,28 @@ def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str],
         TypeError: an unknown option keyword, or both ``options`` and keywords.
     """
     return run_conversion(src, dst, conversion_options(options, option_values), overwrite=overwrite,
-                          resume=resume, workers=workers, engine=engine, progress=progress)
+                          resume=resume, workers=workers, engine=engine, progress=progress,
+                          staging=staging, staging_limit=staging_limit, storage_options=storage_options)
 
 
 def run_conversion(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: ConversionOptions,
                    *, overwrite: bool = False, resume: bool = False, workers: int | None = None,
-                   engine: Engine | None = None, progress: bool = False) -> ConversionResult:
+                   engine: Engine | None = None, progress: bool = False,
+                   staging: str | os.PathLike[str] | None = None, staging_limit: int | str | None = None,
+                   storage_options: Mapping[str, Any] | None = None) -> ConversionResult:
     """:func:`convert` with its options already built: what the command line calls.
 
     Arguments other than ``options`` and errors are as for :func:`convert`.
     """
     started = time.perf_counter()
     chosen = choose_engine(engine, workers)
+    if is_url(dst):
+        return convert_to_url(src, os.fspath(dst), options, engine=chosen, staging=staging,
+                              staging_limit=staging_limit, storage_options=storage_options,
+                              overwrite=overwrite, resume=resume, progress=progress)
+    if staging is not None or staging_limit is not None or storage_options is not None:
+        raise ValueError("staging, staging_limit and storage_options are for a DST that is a URL; "
+                         f"{os.fspath(dst)!r} is a local path")
     job = plan_job(src, dst, options, overwrite=overwrite, resume=resume, num_tasks=None)
     with job.source:  # what reading made on this machine (an archive's spool) goes at the end
         return write_job(job, chosen, resume=resume, progress=progress, started=started)
-
-
-def write_job(job: Job, chosen: Engine, *, resume: bool, progress: bool, started: float,
-              on_shard: Callable[[ShardResult], None] | None = None) -> ConversionResult:
-    """Write the shards of a planned job (keeping those an interrupted run finished with
-    ``resume``), then its manifest; ``on_shard`` sees each shard written or kept, as it is."""
-    destination, plan = job.destination, job.plan
-    if resume and job.state == "complete":
-        manifest = destination.ensure_complete(plan.fingerprint)
-        return ConversionResult(job.dst, manifest, plan.items, time.perf_counter() - started, 0,
-                                resumed_shards=len(manifest.shards), already_complete=True)
-    if resume and job.state == "partial":
-        marker = destination.marker()
-        check_resumable(job.dst, marker, plan.fingerprint, job.src, plan.options, plan.items)
-        # An array job's plan names its task count; finishing it here is one task of one.
-        plan = replace(plan, num_tasks=marker.get("num_tasks"))
-    with conversion_slot(destination, plan, keep=resume, expected=job.state) as slot:
-        kept = slot.kept
-        todo = [task for task in job.tasks if task.index not in kept]
-        if on_shard is not None:
-            for result in kept.values():
-                on_shard(result)
-        results = write_shards(job, todo, kept, slot.staging, chosen, progress=progress, on_shard=on_shard)
-        check_something_packed(job.source, job.dst, sum(len(r.relpaths) for r in results.values()),
-                               (s.reason for r in results.values() for s in r.skipped))
-        try:
-            manifest = slot.commit(lambda: build_manifest(job.dst, plan,
-                                                          [results[i] for i in range(len(job.tasks))]))
-        except OSError as err:
-            raise OutputError(f"Writing the manifest of {job.dst!r} failed: {err.strerror or err}. "
-                              "Fix it (free space?), then run the same conversion again with "
-                              "resume=True.") from err
-    seconds = time.perf_counter() - started
-    log.info("packed %d samples into %s in %.1f s", manifest.num_samples, job.dst, seconds)
-    bytes_in = sum(r.bytes_in for i, r in results.items() if i not in kept)
-    return ConversionResult(job.dst, manifest, len(job.index.items), seconds, bytes_in,
-                            resumed_shards=len(kept))

@@ -35,6 +35,7 @@ from packer.format.manifest import IN_PROGRESS_NAME, MANIFEST_NAME, Manifest
 from packer.store.lease.claim import EXCLUSIVE, busy_error, lease_holders
 from packer.store.lease.holder import LeaseHolder
 from packer.store.local import LocalStore
+from packer.store.urls import is_url
 
 __all__ = ["OWN_NAMES", "TMP_DIR", "UPDATE_NAME", "Destination", "DestinationState", "json_bytes"]
 
@@ -60,6 +61,10 @@ class Destination:
     """The output directory of one conversion (an absolute path); see the module docstring."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        if is_url(path):  # else "s3://b/x" would quietly become the local folder ./s3:/b/x
+            raise OutputError(f"{os.fspath(path)!r} is a URL: only convert() (packer convert) writes into "
+                              "a URL, through a local staging folder. Do this on a local dataset, then "
+                              "publish it with packer push.")
         self.path = os.path.abspath(os.fspath(path))
 
     def __repr__(self) -> str:

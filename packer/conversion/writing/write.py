@@ -22,10 +22,9 @@ from typing import Any
 
 from packer.conversion.destination.state import Destination
 from packer.conversion.engines.base import Engine
-from packer.conversion.execution import choose_engine
+from packer.conversion.execution import ConversionResult, choose_engine, write_job
 from packer.conversion.job import plan_source
 from packer.conversion.options import ConversionOptions, conversion_options, option_keywords
-from packer.conversion.run import ConversionResult, write_job
 from packer.conversion.schemas import stored_schema
 from packer.conversion.writing.spool import SPOOL_NAME, SpoolSource, spool_samples
 from packer.errors import SchemaError
