@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from imagetools import STANDARD_IMAGES, Dir, Symlink, jpeg_bytes, png_bytes
 
@@ -138,20 +139,27 @@ def test_estimate_is_close_to_the_real_output(make_tree: Any, tmp_path: Path,
     # overflow pages, in one shard and in many.
     spec: dict[str, Any] = {f"c{i % 3}/{i:03d}.jpg": jpeg_bytes(16, 12, i) for i in range(36)}
     spec.update({f"big/{i}.jpg": jpeg_bytes(96, 64, i) for i in range(4)})
-    src = make_tree(spec)
-    for shard_size in (None, 8000):
-        kwargs: dict[str, Any] = {} if shard_size is None else {"shard_size": shard_size}
+    _assert_the_estimate_is_close(make_tree(spec), tmp_path, backend, 8000)
+
+
+def _assert_the_estimate_is_close(src: Path, tmp_path: Path, backend: Backend, shard_size: int) -> int:
+    """Plan and convert ``src`` in one shard and in shards of ``shard_size``: the estimates of
+    the output and of each shard within 0.8-1.25x of what was written; the output's bytes."""
+    real = 0
+    for size in (None, shard_size):
+        kwargs: dict[str, Any] = {} if size is None else {"shard_size": size}
         plan = plan_conversion(src, to=backend.name, **kwargs)
-        dst = tmp_path / f"dst-{shard_size}"
+        dst = tmp_path / f"dst-{size}"
         convert(src, dst, to=backend.name, **kwargs)
         real = output_bytes(dst)
         assert plan.estimated_output_bytes is not None
-        assert 0.8 * real <= plan.estimated_output_bytes <= 1.25 * real, (shard_size, real)
+        assert 0.8 * real <= plan.estimated_output_bytes <= 1.25 * real, (size, real)
         written = Manifest.load(dst).shards
         assert len(written) == len(plan.shards)
         for shard, entry in zip(plan.shards, written, strict=True):
             assert shard.estimated_bytes is not None
             assert 0.8 * entry.num_bytes <= shard.estimated_bytes <= 1.25 * entry.num_bytes
+    return real
 
 
 # ----------------------------------------------------------------------------- nothing is written
@@ -286,3 +294,31 @@ def test_a_run_that_reads_nothing_packable_stops_before_the_manifest(make_tree: 
     assert not (tmp_path / "dst" / "index.json").exists()
     with pytest.raises(packer.IncompleteDatasetError):
         packer.open_dataset(tmp_path / "dst")
+
+
+def _coco_with_many_outlines(folder: Path, images: int = 24) -> Path:
+    """Tiny images with 30 boxes and 24-point polygons each: the fields outweigh the images."""
+    rng = np.random.default_rng(7)
+    entries, annotations = [], []
+    for number in range(images):
+        name = f"img{number:03d}.jpg"
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(jpeg_bytes(20, 16, number))
+        entries.append({"id": number + 1, "file_name": name, "width": 20, "height": 16})
+        for box in range(30):
+            ring = [round(float(v), 2) for v in rng.uniform(0, 15, 24)]
+            annotations.append({"id": len(annotations) + 1, "image_id": number + 1,
+                                "category_id": 1 + box % 3,
+                                "bbox": [1.0, 1.0, 10.0, 8.0], "area": 80.0, "iscrowd": 0,
+                                "segmentation": [ring]})
+    categories = [{"id": i, "name": f"thing{i}", "supercategory": "x"} for i in (1, 2, 3)]
+    path = folder / "instances.json"
+    path.write_text(json.dumps({"images": entries, "annotations": annotations, "categories": categories}))
+    return path
+
+
+def test_the_estimate_counts_what_fields_add_to_each_record(tmp_path: Path, backend: Backend) -> None:
+    src = _coco_with_many_outlines(tmp_path / "coco")
+    images = sum(p.stat().st_size for p in (tmp_path / "coco").glob("*.jpg"))
+    real = _assert_the_estimate_is_close(src, tmp_path, backend, 40_000)
+    assert real > 5 * images  # the boxes, labels and outlines are most of the dataset

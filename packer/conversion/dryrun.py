@@ -1,20 +1,27 @@
 """Plan a conversion without doing it: what ``packer convert ... --dry-run`` shows.
 
 :func:`plan_conversion` scans SRC and cuts the shard plan exactly as :func:`packer.conversion.run.convert`
-does, then stops: nothing is read from an image, nothing is written, and DST is not needed. The
-resulting :class:`ConversionPlan` holds the class map, per-class counts, the extension mix, what
-the scan ignored, empty classes, the shards and an estimate of the output size;
+does, then stops: nothing is written and DST is not needed (a few samples are read only to size
+a source's fields, below). The resulting :class:`ConversionPlan` holds the class map, per-class
+counts, the extension mix, what the scan ignored, empty classes, the shards and an estimate of
+the output size;
 :func:`packer.cli.formatting.format_plan` renders it for people, :meth:`ConversionPlan.to_dict`
 for ``--json``.
 
 The output size is an estimate from the source sizes (``original`` codec only): it assumes every
 file is packed, so files skipped as unreadable make the real output smaller. Its parts are the
 shards (payload plus the backend's overhead, modelled below), the sample index and the manifest.
+A source with fields besides its image (boxes, masks, captions) has up to
+:data:`FIELD_SAMPLE` of its samples, spread evenly over it, read and encoded as a conversion
+would (nothing is written): what their records hold beyond the image, on average, is added to
+every sample's size in the estimate (the shard plan itself is cut on the images' sizes, as a
+conversion cuts it).
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,11 +32,20 @@ from packer.conversion.outcome import known_skip_counts, nothing_to_pack
 from packer.conversion.plan import planned_item_sizes, shard_name
 from packer.conversion.schemas import conversion_schema
 from packer.conversion.sharding import plan_shards
+from packer.format.codecs import Codec
+from packer.format.fields.base import FieldValueError
+from packer.format.fields.encoding import SampleEncoder
+from packer.format.fields.schema import Schema
+from packer.format.fields.types.images import ImageType
 from packer.format.manifest import estimate_manifest_bytes
 from packer.format.sample_index import estimate_index_bytes
-from packer.source.base import ScanReport, Source, SourceIndex
+from packer.source.base import ItemReader, ScanReport, Source, SourceIndex
+from packer.source.sourcefile import UnpackableFile
 
-__all__ = ["ConversionPlan", "PlannedShard", "dry_run", "plan_conversion"]
+__all__ = ["FIELD_SAMPLE", "ConversionPlan", "PlannedShard", "dry_run", "plan_conversion"]
+
+#: Samples read and encoded to measure what a source's fields add to each record.
+FIELD_SAMPLE = 32
 
 @dataclass(frozen=True, slots=True)
 class PlannedShard:
@@ -170,10 +186,12 @@ def _plan_of(source: Source, index: SourceIndex, options: ConversionOptions) -> 
     schema = conversion_schema(index, options)
     empty = tuple(name for name, count in zip(index.classes, counts, strict=True) if count == 0)
     original = chosen_codec.keeps_source_bytes
+    extra = _field_bytes(index, reader, schema, chosen_codec) if original else 0
+    records = [size + extra for size in sizes]
     shards = tuple(
         PlannedShard(plan.index, shard_name(plan.index), plan.start,
                      plan.stop, plan.planned_bytes,
-                     backend.estimate_shard_bytes(sizes[plan.start:plan.stop]) if original else None,
+                     backend.estimate_shard_bytes(records[plan.start:plan.stop]) if original else None,
                      items[plan.start].relpath, items[plan.stop - 1].relpath)
         for plan in plan_shards(planned_item_sizes(index, reader, chosen_codec),
                                 [item.relpath for item in items], planned_size)
@@ -203,3 +221,23 @@ def _plan_of(source: Source, index: SourceIndex, options: ConversionOptions) -> 
     )
 
 
+def _field_bytes(index: SourceIndex, reader: ItemReader, schema: Schema | None, codec: Codec) -> int:
+    """The mean bytes a record holds beyond its image: up to :data:`FIELD_SAMPLE` items spread
+    over the source, read and encoded as a shard task would; 0 for an ``{image, label}`` source
+    (its record is the image itself) or when none of the sample can be packed."""
+    if schema is None or all(f.type == "image" for f in schema.in_record()):
+        return 0
+    encoder = SampleEncoder(schema, bound={f.name: ImageType(codec) for f in schema if f.type == "image"})
+    items = index.items
+    extras = []
+    for position in range(0, len(items), max(1, len(items) // FIELD_SAMPLE))[:FIELD_SAMPLE]:
+        item = items[position]
+        if reader.known_skip(item) is not None:
+            continue
+        try:
+            data = reader.read(item)
+            values = reader.values(item, data, index.metadata[position] if index.metadata else "")
+            extras.append(len(encoder.encode(values)) - len(data))
+        except (UnpackableFile, FieldValueError):
+            continue
+    return round(statistics.mean(extras)) if extras else 0
