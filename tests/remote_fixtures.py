@@ -123,3 +123,37 @@ def azure_container(azurite_server: AzuriteServer) -> tuple[str, dict[str, str]]
     name = f"packer-test-{uuid.uuid4().hex[:12]}"
     adlfs.AzureBlobFileSystem(**options, skip_instance_cache=True).mkdir(name)
     return f"az://{name}", options
+
+
+def convert_killed_after_an_upload(src: str, dst: str, endpoint: str, *, staging: Path | None = None,
+                                   latency_ms: float = 150) -> set[str]:
+    """Run ``packer convert SRC DST`` (a URL) in a child process reaching the S3 server at
+    ``endpoint`` through a slow fault proxy, SIGKILL it once a shard is up at DST, and return
+    the shards that were up; the caller's environment must reach ``endpoint`` directly."""
+    import signal
+    import subprocess
+    import time
+
+    from packer.store import open_store
+
+    direct = open_store(dst)
+
+    def shards() -> set[str]:
+        return {key for key in direct.list() if key.startswith("shard-")}
+
+    with FaultProxy(endpoint, latency_ms=latency_ms) as slow:
+        env = {**os.environ, **remote_env(slow.url)}
+        if staging is not None:
+            env["PACKER_STAGING"] = str(staging)
+        run = subprocess.Popen([sys.executable, "-m", "packer", "convert", src, dst, "--to", "lmdb",
+                                "--shard-size", "1500", "--workers", "1", "-q"], env=env,
+                               start_new_session=True, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while not shards():
+            assert run.poll() is None, run.stderr.read().decode() if run.stderr else ""
+            assert time.monotonic() < deadline, "no shard was uploaded in two minutes"
+            time.sleep(0.05)
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    assert "index.json" not in direct.list()
+    return shards()

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,6 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from imagetools import dataset_snapshot
+from remote_fixtures import convert_killed_after_an_upload
 
 import packer
 from packer.cli import cli
@@ -173,7 +171,6 @@ def test_a_failed_upload_stops_the_run_and_resume_finishes_it(
 def test_a_conversion_killed_midway_resumes_into_the_same_dataset(
         tmp_path: Path, s3_bucket: str, s3_server: Any, staging: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from faultproxy import FaultProxy
     from servers import remote_env
 
     image_tree(tmp_path / "tree", 90)
@@ -181,21 +178,7 @@ def test_a_conversion_killed_midway_resumes_into_the_same_dataset(
     url = f"{s3_bucket}/killed"
     for name, value in remote_env(s3_server.endpoint).items():
         monkeypatch.setenv(name, value)
-    direct = open_store(url)
-    with FaultProxy(s3_server.endpoint, latency_ms=150) as slow:
-        env = {**os.environ, **remote_env(slow.url), "PACKER_STAGING": str(staging)}
-        run = subprocess.Popen([sys.executable, "-m", "packer", "convert", str(tree), url, "--to", "lmdb",
-                                "--shard-size", "1500", "--workers", "1", "-q"], env=env,
-                               start_new_session=True, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 120
-        while not [key for key in direct.list() if key.startswith("shard-")]:
-            assert run.poll() is None, run.stderr.read().decode() if run.stderr else ""
-            assert time.monotonic() < deadline, "no shard was uploaded in two minutes"
-            time.sleep(0.05)
-        os.killpg(run.pid, signal.SIGKILL)
-        run.wait()
-    up = {key for key in direct.list() if key.startswith("shard-")}
-    assert "index.json" not in direct.list() and up
+    up = convert_killed_after_an_upload(str(tree), url, s3_server.endpoint, staging=staging)
     result = packer.convert(tree, url, **OPTIONS, resume=True)
     assert result.resumed_shards >= len(up)
     assert _snapshot(url) == _local_twin(tree, tmp_path)

@@ -148,7 +148,8 @@ def convert(src: str, dst: str, **given: Any) -> None:
 
     DST is a new or empty directory, or a URL (s3://bucket/prefix, gs://..., az://...): then
     the shards are written to a local staging folder, uploaded as they finish and removed there,
-    and index.json goes up last; a killed run is finished with --resume.
+    and index.json goes up last; a killed run is finished with --resume. SRC may be a URL of a
+    tar, .tar.gz or zip archive, read by byte ranges (never downloaded whole).
     """
     from packer.cli.formatting import format_conversion, format_plan, format_task
     from packer.conversion.array_run import run_conversion_task

@@ -21,10 +21,11 @@ import glob
 import os
 from typing import Final
 
-from packer.errors import SourceNotFoundError
+from packer.errors import SourceError, SourceNotFoundError
 from packer.registry import Lazy, Registry
 from packer.source.base import Source, SourceOptions
 from packer.source.braces import expand_braces
+from packer.store.urls import is_url
 
 __all__ = ["ARCHIVE_SUFFIXES", "SOURCES", "detect_kind", "expand_pattern", "open_source", "register_source",
            "source_names"]
@@ -171,9 +172,25 @@ def open_source(location: str | os.PathLike[str], options: SourceOptions | None 
         SourceError: an option the kind does not take.
     """
     options = options or SourceOptions()
+    if is_url(location):
+        return _open_url(os.fspath(location), options)
     path = os.path.abspath(os.fspath(location))  # a pattern too: ``update`` may run elsewhere
     kind = options.format or detect_kind(path)
     if options.format is None and kind == "tree" and not os.path.isdir(path):
         raise SourceNotFoundError(f"Source {path!r} does not exist.")
     return SOURCES.get(kind)(path, options)
 
+
+def _open_url(url: str, options: SourceOptions) -> Source:
+    """An archive behind a URL, read by byte ranges (:mod:`packer.source.archive.files`): the one
+    kind of source that may be a URL for now."""
+    kind = options.format or ("archive" if url.lower().endswith(ARCHIVE_SUFFIXES) else None)
+    if kind != "archive":
+        raise SourceError(f"Source {url!r} is a URL: a source read from object storage must be a tar, "
+                          ".tar.gz (.tgz) or zip archive (name ending .tar, .tar.gz, .tgz or .zip). "
+                          "Mount or download other kinds of source, and convert the local copy.")
+    from packer.source.archive.files import archive_exists
+
+    if not archive_exists(url):
+        raise SourceNotFoundError(f"Source {url!r} does not exist: check the bucket and the key.")
+    return SOURCES.get(kind)(url, options)

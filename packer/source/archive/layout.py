@@ -24,11 +24,11 @@ over ``max_bytes`` is skipped as ``too_large`` and counts as ``max_bytes + 1`` b
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from packer.errors import EmptySourceError
+from packer.source.archive.files import absolute_location
 from packer.source.archive.members import DIR, FILE, NOT_REGULAR, Listing, Member, bounded_item
 from packer.source.base import ScanReport, SourceIndex, SourceItem
 from packer.source.imagefolder import IMG_EXTENSIONS
@@ -193,5 +193,5 @@ def archive_tree(listing: Listing, *, include_hidden: bool = False, allow_empty:
                                "(allow_empty=True).")
     report = ScanReport(ignored_hidden=tuple(sorted(hidden)), other_files=other, root_files=root_files,
                         notes=tuple(notes))
-    index = SourceIndex(os.path.abspath(listing.path), tuple(names), tuple(items), report, include_hidden)
+    index = SourceIndex(absolute_location(listing.path), tuple(names), tuple(items), report, include_hidden)
     return TreeLayout(index, prefix, nested is not None)

@@ -1,9 +1,10 @@
 """Read archive members by byte range, from any number of processes at once.
 
-An :class:`ArchiveReader` holds the archives' paths and what they were when scanned (size,
-modification time): it pickles small and opens each archive lazily, once per process (handles
-are keyed by ``os.getpid()``, so a forked child never uses its parent's). A tar member is one
-``os.pread`` at its data offset. A zip member is one ``pread`` of its local header and data
+An :class:`ArchiveReader` holds the archives' paths (or URLs) and what they were when scanned
+(size, modification time): it pickles small and opens each archive lazily, once per process
+(handles are keyed by ``os.getpid()``, so a forked child never uses its parent's), as an
+:class:`~packer.source.archive.files.ArchiveFile` (a local file, or an object read by ranges).
+A tar member is one ``pread`` at its data offset. A zip member is one ``pread`` of its local header and data
 (more, 1 MiB at a time, for a member over 1 MiB); stored data is used as is, deflated (or
 bzip2) data is decompressed as it is read, into no more than the size the zip records plus one
 byte, and that size and the CRC-32 the zip recorded are checked. A ``.tar.gz`` is read from its
@@ -21,7 +22,6 @@ a status and are refused with its reason before anything is read.
 from __future__ import annotations
 
 import bz2
-import os
 import threading
 import zlib
 from collections import OrderedDict
@@ -33,6 +33,7 @@ from typing import Any, Final
 from packer.errors import SourceError
 from packer.per_process import PerProcess
 from packer.sizes import format_size
+from packer.source.archive.files import ArchiveFile, open_archive_file
 from packer.source.archive.members import OK, STATUS_REASONS
 from packer.source.archive.spool import ensure_spool
 from packer.source.archive.zipindex import LOCAL_HEADER, local_data_start
@@ -127,16 +128,16 @@ class ArchiveReader(ItemReader):
             raise UnpackableFile("empty_file", "the member is empty (0 bytes)")
         if item.size > self.max_bytes:
             raise UnpackableFile("too_large", self._detail("too_large"))
-        with self._handles.use(part) as fd:
+        with self._handles.use(part) as file:
             if len(item.locator) == 3:
-                return self._pread(part, fd, item.size, offset)
+                return self._pread(part, file, item.size, offset)
             stored, method, crc = item.locator[3:6]
             if method not in (_STORED, _DEFLATED, _BZIP2):
                 raise UnpackableFile("decode_error", f"zip compression method {method} is not supported")
             if method == _STORED and stored != item.size:
                 raise UnpackableFile("corrupt_member", f"a stored member of {stored} bytes, but the zip "
                                      f"says it holds {item.size}")
-            return _unzip(self._zip_data(part, fd, offset, stored), method, crc, item.size)
+            return _unzip(self._zip_data(part, file, offset, stored), method, crc, item.size)
 
     def _detail(self, reason: str) -> str:
         if reason == "too_large":
@@ -150,8 +151,8 @@ class ArchiveReader(ItemReader):
         part, offset, status = item.locator[:3]
         if len(item.locator) == 3 and status == OK and item.size > _HEADER_BYTES:
             try:
-                with self._handles.use(part) as fd:
-                    head = self._pread_some(part, fd, _HEADER_BYTES, offset)
+                with self._handles.use(part) as file:
+                    head = self._pread_some(part, file, _HEADER_BYTES, offset)
             except SourceError:
                 return None
             found = image_dimensions(head)
@@ -163,33 +164,32 @@ class ArchiveReader(ItemReader):
         """Close this process's open archives (they reopen on the next read)."""
         self._handles.close()
 
-    def _open_part(self, number: int) -> int:
+    def _open_part(self, number: int) -> ArchiveFile:
         part = self.parts[number]
         try:
-            fd = os.open(part.path, os.O_RDONLY)
+            file = open_archive_file(part.path)
         except OSError as err:
             raise SourceError(f"Cannot open the archive {part.path!r}: {err.strerror or err}. Restore "
                               "it, then run the same conversion again with resume=True.") from err
-        status = os.fstat(fd)
-        if (status.st_size, status.st_mtime_ns) != (part.size, part.mtime_ns):
-            os.close(fd)
+        if (file.size, file.mtime_ns) != (part.size, part.mtime_ns):
+            file.close()
             raise SourceError(f"The archive {part.path!r} changed during the conversion (it was "
-                              f"{part.size} bytes when scanned, {status.st_size} now, or newer): "
+                              f"{part.size} bytes when scanned, {file.size} now, or newer): "
                               "convert again with overwrite=True.")
         if not part.compressed:
-            return fd
-        os.close(fd)
+            return file
+        file.close()
         spool = ensure_spool(part.path, part.size, part.mtime_ns, expanded=part.expanded, holes=part.holes)
         try:
-            return os.open(spool, os.O_RDONLY)
+            return open_archive_file(spool)
         except OSError as err:
             raise SourceError(f"Cannot open the decompressed copy {spool!r} of {part.path!r}: "
                               f"{err.strerror or err}. Run the same conversion again with "
                               "resume=True.") from err
 
-    def _pread(self, part: int, fd: int, size: int, offset: int) -> bytes:
+    def _pread(self, part: int, file: ArchiveFile, size: int, offset: int) -> bytes:
         try:
-            data = os.pread(fd, size, offset)
+            data = file.pread(size, offset)
         except OSError as err:
             raise SourceError(f"Reading {self.parts[part].path!r} failed: {err.strerror or err}. Fix "
                               "the storage, then run the same conversion again with resume=True.") from err
@@ -198,10 +198,10 @@ class ArchiveReader(ItemReader):
                               "scanned: convert again with overwrite=True.")
         return data
 
-    def _zip_data(self, part: int, fd: int, offset: int, stored: int) -> Iterator[bytes]:
+    def _zip_data(self, part: int, file: ArchiveFile, offset: int, stored: int) -> Iterator[bytes]:
         """A zip member's ``stored`` bytes after its local header: one ``pread`` with the header,
         then (for a member over 1 MiB) 1 MiB at a time, as the decompression asks for them."""
-        head = self._pread_some(part, fd, LOCAL_HEADER.size + _SLACK + min(stored, _CHUNK), offset)
+        head = self._pread_some(part, file, LOCAL_HEADER.size + _SLACK + min(stored, _CHUNK), offset)
         try:
             start = local_data_start(head)
         except ValueError:
@@ -213,14 +213,14 @@ class ArchiveReader(ItemReader):
                 yield data
             if left <= 0:
                 return
-            data = self._pread_some(part, fd, min(left, _CHUNK), position)
+            data = self._pread_some(part, file, min(left, _CHUNK), position)
             if not data:
                 raise UnpackableFile("corrupt_member", "the archive ends inside this member's data")
             position, left = position + len(data), left - len(data)
 
-    def _pread_some(self, part: int, fd: int, size: int, offset: int) -> bytes:
+    def _pread_some(self, part: int, file: ArchiveFile, size: int, offset: int) -> bytes:
         try:
-            return os.pread(fd, size, offset)
+            return file.pread(size, offset)
         except OSError as err:
             raise SourceError(f"Reading {self.parts[part].path!r} failed: {err.strerror or err}. Fix "
                               "the storage, then run the same conversion again with resume=True.") from err
@@ -232,12 +232,12 @@ class _Handles:
     one in use is never closed under a reader. Reset in a forked child, which must not use its
     parent's descriptors (nor a lock another of its threads held)."""
 
-    def __init__(self, opener: Callable[[int], int]) -> None:
+    def __init__(self, opener: Callable[[int], ArchiveFile]) -> None:
         self.opener = opener
         self.here: PerProcess[_Open] = PerProcess(_Open)
 
     @contextmanager
-    def use(self, part: int) -> Iterator[int]:
+    def use(self, part: int) -> Iterator[ArchiveFile]:
         state = self.here.get()
         with state.lock:
             entry = state.open.get(part)
@@ -252,22 +252,22 @@ class _Handles:
                 entry[1] -= 1
                 idle = [p for p, (_, users) in state.open.items() if not users]
                 for stale in idle[:max(0, len(state.open) - _OPEN_LIMIT)]:
-                    os.close(state.open.pop(stale)[0])
+                    state.open.pop(stale)[0].close()
 
     def close(self) -> None:
         state = self.here.current()
         if state is not None:
             with state.lock:
                 for part in [p for p, (_, users) in state.open.items() if not users]:
-                    os.close(state.open.pop(part)[0])
+                    state.open.pop(part)[0].close()
 
 
 class _Open:
-    """One process's open archives (part -> [descriptor, users]) and the lock guarding them."""
+    """One process's open archives (part -> [file, users]) and the lock guarding them."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.open: OrderedDict[int, list[int]] = OrderedDict()
+        self.open: OrderedDict[int, list[Any]] = OrderedDict()
 
 
 def _unzip(chunks: Iterable[bytes], method: int, crc: int, size: int) -> bytes:

@@ -30,6 +30,7 @@ import os
 from typing import Any, ClassVar
 
 from packer.errors import SourceError
+from packer.source.archive.files import absolute_location, open_archive_file
 from packer.source.archive.layout import TreeLayout, archive_tree, is_image_name
 from packer.source.archive.members import DIR, FILE, MISSING, NOT_REGULAR, Listing, Member, bounded_item
 from packer.source.archive.reader import ArchivePart, ArchiveReader
@@ -56,8 +57,8 @@ def is_archive_file(path: str | os.PathLike[str]) -> bool:
 def archive_format(path: str) -> str:
     """``"tar"``, ``"tar.gz"`` or ``"zip"``: from the file's first bytes, else its name."""
     try:
-        with open(path, "rb") as handle:
-            magic = handle.read(4)
+        with open_archive_file(path) as archive:
+            magic = archive.pread(4, 0)
     except OSError as err:
         raise SourceError(f"Cannot read the archive {path!r}: {err.strerror or err}.") from None
     if magic[:2] == b"\x1f\x8b":
@@ -88,13 +89,13 @@ def listing_part(listing: Listing, max_bytes: int = DEFAULT_MAX_BYTES) -> Archiv
     """The reader's view of the indexed archive; for a ``.tar.gz``, its decompressed size and
     the ranges of members over ``max_bytes``, which its spool leaves as holes."""
     if not listing.compressed:
-        return ArchivePart(os.path.abspath(listing.path), listing.size, listing.mtime_ns)
+        return ArchivePart(absolute_location(listing.path), listing.size, listing.mtime_ns)
     tars = {name for name, inner in listing.inner.items() if inner.error is None}  # read as tars
     members = [m for m in listing.members if m.name not in tars]
     members += [m for inner in listing.inner.values() for m in inner.members]
     holes = sorted({(m.offset, m.offset + m.size) for m in members if m.kind == FILE and m.size > max_bytes})
-    return ArchivePart(os.path.abspath(listing.path), listing.size, listing.mtime_ns, True, listing.expanded,
-                       tuple(holes))
+    return ArchivePart(absolute_location(listing.path), listing.size, listing.mtime_ns, True,
+                       listing.expanded, tuple(holes))
 
 
 def _refuse_unreadable(members: list[Member], path: str) -> None:
@@ -110,7 +111,7 @@ def _refuse_unreadable(members: list[Member], path: str) -> None:
 
 def _remove_spool(listing: Listing | None) -> None:
     if listing is not None and listing.compressed:
-        remove_spool(os.path.abspath(listing.path), listing.size, listing.mtime_ns)
+        remove_spool(absolute_location(listing.path), listing.size, listing.mtime_ns)
 
 
 class ArchiveSource(Source):

@@ -35,6 +35,7 @@ from typing import IO, Final
 
 from packer.errors import SourceError
 from packer.sizes import format_size
+from packer.source.archive.files import absolute_location, open_archive_file
 from packer.source.archive.gunzip import GzipStream
 from packer.store.filelock import flocked
 
@@ -56,7 +57,7 @@ def spool_dir() -> str:
 
 
 def _archive_key(path: str) -> str:
-    return hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    return hashlib.sha256(absolute_location(path).encode("utf-8", "surrogateescape")).hexdigest()[:20]
 
 
 def _version(size: int, mtime_ns: int) -> str:
@@ -110,7 +111,8 @@ def _decompress(path: str, final: str, expanded: int, holes: Holes) -> None:
     temporary = f"{final}.{os.getpid()}.tmp"
     folder = os.path.dirname(final)
     try:
-        with open(path, "rb") as source, open(temporary, "wb") as target:
+        with open_archive_file(path) as archive, open(temporary, "wb") as target:
+            source = archive.stream()
             total = _expected(source) if expanded < 0 else expanded
             left_out = sum(min(stop, total) - start for start, stop in holes if start < total)
             checked = _check_space(path, folder, max(0, total - left_out))

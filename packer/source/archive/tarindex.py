@@ -38,6 +38,7 @@ from typing import IO, Any, Final
 
 from packer.cpus import available_cpus
 from packer.errors import SourceError
+from packer.source.archive.files import ArchiveFile, open_archive_file
 from packer.source.archive.gunzip import GzipStream
 from packer.source.archive.members import (
     CORRUPT,
@@ -116,9 +117,10 @@ class _Walk:
 
     def __init__(self, tar: tarfile.TarFile, label: str, base: int, limit: Callable[[], float],
                  peek: Callable[[int], bytes], *, stream: bool, failure: Callable[[], BaseException | None],
-                 keep: Keep | None = None, inner: dict[str, Inner] | None = None, fd: int = -1) -> None:
+                 keep: Keep | None = None, inner: dict[str, Inner] | None = None,
+                 file: ArchiveFile | None = None) -> None:
         self.tar, self.label, self.base, self.limit, self.peek = tar, label, base, limit, peek
-        self.fd = fd  # the archive's descriptor, to read member tars by range (not streamed)
+        self.file = file  # the archive, to read member tars by range (not streamed)
         self.stream, self.failure, self.keep, self.inner = stream, failure, keep, inner
         self.members: list[Member] = []
         self.contents: dict[int, bytes] = {}
@@ -250,10 +252,11 @@ def _inner(outer: _Walk, member: Member) -> Inner:
                 stream.seek(position)
             return stream.read(count)
     else:
-        fd = outer.fd
+        archive = outer.file
+        assert archive is not None  # an uncompressed archive's walk holds it
 
         def read_at(position: int, count: int) -> bytes:
-            return os.pread(fd, count, position)
+            return archive.pread(count, position)
     handle: IO[bytes] = _Slice(read_at, member.offset, member.size)  # type: ignore[assignment]
     try:
         tar = tarfile.open(fileobj=handle, mode="r|" if outer.stream else "r:")
@@ -262,25 +265,25 @@ def _inner(outer: _Walk, member: Member) -> Inner:
             return Inner((), (f"{label} is cut short by the archive's end.",), error="truncated")
         return Inner((), error=f"not a tar archive ({err})")
     walk = _Walk(tar, label, member.offset, lambda: min(member.offset + member.size, outer.limit()),
-                 outer.peek, stream=outer.stream, failure=outer.failure, fd=outer.fd)
+                 outer.peek, stream=outer.stream, failure=outer.failure, file=outer.file)
     walk.run()
     return Inner(tuple(walk.members), tuple(walk.notes))
 
 
 class _FileOuter:
     """What :func:`_inner` needs of the walk over an uncompressed archive, in a pool's process:
-    its descriptor, its size, and ``pread`` for the header a walk stops on."""
+    the open archive, its size, and ``pread`` for the header a walk stops on."""
 
     stream = False
 
-    def __init__(self, fd: int, size: int) -> None:
-        self.fd, self.size = fd, size
+    def __init__(self, file: ArchiveFile) -> None:
+        self.file = file
 
     def limit(self) -> float:
-        return self.size
+        return self.file.size
 
     def peek(self, at: int) -> bytes:
-        return os.pread(self.fd, _BLOCK, at)
+        return self.file.pread(_BLOCK, at)
 
     def failure(self) -> BaseException | None:
         return None
@@ -292,8 +295,11 @@ _Flat = tuple[list[tuple[Any, ...]], tuple[str, ...], "str | None"]  # members, 
 def _inner_share(path: str, size: int, members: list[Member]) -> list[_Flat]:
     """Index ``members`` (member tars of the uncompressed archive ``path`` of ``size`` bytes):
     one pool process's share, each listing's members as plain tuples (a third of the pickling)."""
-    with open(path, "rb", buffering=0) as handle:
-        outer = _FileOuter(handle.fileno(), size)
+    with open_archive_file(path) as archive:
+        if archive.size != size:
+            raise SourceError(f"The archive {path!r} changed while it was indexed ({size} bytes, then "
+                              f"{archive.size}): index it again.")
+        outer = _FileOuter(archive)
         found = [_inner(outer, member) for member in members]  # type: ignore[arg-type]
     return [([(m.name, m.kind, m.offset, m.size, m.mtime_ns, m.status, m.stored, m.method, m.crc, m.encrypted,
                m.target) for m in inner.members], inner.notes, inner.error) for inner in found]
@@ -336,16 +342,16 @@ def index_tar(path: str, *, compressed: bool = False, keep: Keep | None = None,
         SourceError: ``path`` cannot be read, or its start is not a tar (or gzip) archive.
     """
     try:
-        status = os.stat(path)
-        with open(path, "rb", buffering=0) as handle:  # unbuffered: a header costs 512 bytes read
-            return _index(path, handle, status, compressed=compressed, keep=keep, nested=nested,
+        with open_archive_file(path) as archive:  # a local file unbuffered: a header costs 512 bytes
+            return _index(path, archive, compressed=compressed, keep=keep, nested=nested,
                           workers=_indexers(workers))
     except OSError as err:
         raise SourceError(f"Cannot read the archive {path!r}: {err.strerror or err}.") from None
 
 
-def _index(path: str, handle: IO[bytes], status: os.stat_result, *, compressed: bool, keep: Keep | None,
+def _index(path: str, archive: ArchiveFile, *, compressed: bool, keep: Keep | None,
            nested: bool, workers: int) -> tuple[Listing, dict[int, bytes]]:
+    handle = archive.stream()
     tail: GzipTail | None = None
     if compressed:
         tail = GzipTail(GzipStream(handle))
@@ -360,20 +366,19 @@ def _index(path: str, handle: IO[bytes], status: os.stat_result, *, compressed: 
         raise _not_a_tar(path, err, "gzip-compressed tar archive" if compressed else "tar archive") from None
     except (EOFError, zlib.error, OSError) as err:
         raise _not_a_tar(path, err, "gzip-compressed tar archive") from None
-    fd = handle.fileno()
     inner: dict[str, Inner] | None = {} if nested else None
     if tail is not None:
         live = tail
         walk = _Walk(tar, repr(path), 0, lambda: live.delivered, live.block_at, stream=True,
                      failure=lambda: live.failure, keep=keep, inner=inner)
     else:
-        walk = _Walk(tar, repr(path), 0, lambda: status.st_size, lambda at: os.pread(fd, _BLOCK, at),
-                     stream=False, failure=lambda: None, keep=keep, inner=inner, fd=fd)
+        walk = _Walk(tar, repr(path), 0, lambda: archive.size, lambda at: archive.pread(_BLOCK, at),
+                     stream=False, failure=lambda: None, keep=keep, inner=inner, file=archive)
         walk.pending = [] if inner is not None and workers > 1 else None
     walk.run()
     if walk.pending is not None and inner is not None:  # the member tars, by the pool or here
         pending = walk.pending
-        found = (_index_pending(path, status.st_size, pending, workers) if len(pending) >= PARALLEL_INNER
+        found = (_index_pending(path, archive.size, pending, workers) if len(pending) >= PARALLEL_INNER
                  else [_inner(walk, member) for member in pending])
         inner.update((member.name, listing) for member, listing in zip(pending, found, strict=True))
     notes = list(walk.notes)
@@ -383,6 +388,6 @@ def _index(path: str, handle: IO[bytes], status: os.stat_result, *, compressed: 
     if tail is not None:
         members, inner, notes = finish_stream(path, tail, members, inner or {}, notes)
         expanded = tail.delivered
-    listing = Listing(path, "tar.gz" if compressed else "tar", status.st_size, status.st_mtime_ns,
+    listing = Listing(path, "tar.gz" if compressed else "tar", archive.size, archive.mtime_ns,
                       members, tuple(notes), inner or {}, expanded)
     return listing, walk.contents

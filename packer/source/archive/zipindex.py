@@ -11,13 +11,13 @@ Members named outside the archive (with ``..``) are ignored and counted in a not
 
 from __future__ import annotations
 
-import os
 import stat
 import struct
 import zipfile
 from typing import Final
 
 from packer.errors import SourceError
+from packer.source.archive.files import ArchiveFile, open_archive_file
 from packer.source.archive.members import (
     DIR,
     FILE,
@@ -50,9 +50,9 @@ def _kind(external_attr: int, is_dir: bool) -> str:
     return FILE
 
 
-def _from_central(path: str) -> tuple[list[Member], int]:
+def _from_central(file: ArchiveFile) -> tuple[list[Member], int]:
     """The members the central directory lists, and how many are named outside the archive."""
-    with zipfile.ZipFile(path) as archive:
+    with zipfile.ZipFile(file.stream()) as archive:
         infos = archive.infolist()
     members = []
     unsafe = 0
@@ -97,49 +97,47 @@ def _zip64_sizes(extra: bytes, size: int, stored: int) -> tuple[int, int]:
     return size, stored
 
 
-def _from_local_headers(path: str, file_size: int) -> tuple[list[Member], list[str], int]:
+def _from_local_headers(path: str, file: ArchiveFile) -> tuple[list[Member], list[str], int]:
     """Walk the local headers from the start (the central directory is missing); also count
     the members named outside the archive."""
     members: list[Member] = []
     notes: list[str] = []
     unsafe = 0
-    position = 0
-    with open(path, "rb") as handle:
-        fd = handle.fileno()
-        while True:
-            head = os.pread(fd, LOCAL_HEADER.size, position)
-            if len(head) < LOCAL_HEADER.size or head[:4] != _LOCAL_SIGNATURE:
-                if head[:4] == b"PK\x01\x02":  # the central directory: every member was found
-                    return members, notes, unsafe
-                break
-            fields = LOCAL_HEADER.unpack(head)
-            flags, method, time, date, crc, stored, size, name_len, extra_len = fields[2:]
-            raw = os.pread(fd, name_len + extra_len, position + LOCAL_HEADER.size)
-            if len(raw) < name_len + extra_len:
-                break
-            name_bytes, extra = raw[:name_len], raw[name_len:]
-            text = name_bytes.decode("utf-8" if flags & 0x800 else "cp437", "surrogateescape")
-            size, stored = _zip64_sizes(extra, size, stored)
-            date_time = ((date >> 9) + 1980, (date >> 5) & 0xF, date & 0x1F, time >> 11, (time >> 5) & 0x3F,
-                         (time & 0x1F) * 2)
-            data_start = position + LOCAL_HEADER.size + name_len + extra_len
-            name = clean_name(text)
-            unsafe += name is None
-            if flags & 0x8:
-                notes.append(f"{path!r}: member {text!r} keeps its sizes after its data (a zip written "
-                             "to a pipe), so the members after it cannot be found without the central "
-                             "directory; re-create the zip.")
-                break
-            if name:
-                cut = data_start + stored > file_size
-                members.append(Member(name, DIR if text.endswith("/") else FILE, position, size,
-                                      zip_time_ns(date_time), TRUNCATED if cut else 0, stored, method, crc,
-                                      bool(flags & 0x1)))
-                if cut:
-                    notes.append(f"{path!r} is cut short at byte {file_size}: member {name!r} ends past "
-                                 "it (skipped as truncated).")
-                    return members, notes, unsafe
-            position = data_start + stored
+    position, file_size = 0, file.size
+    while True:
+        head = file.pread(LOCAL_HEADER.size, position)
+        if len(head) < LOCAL_HEADER.size or head[:4] != _LOCAL_SIGNATURE:
+            if head[:4] == b"PK\x01\x02":  # the central directory: every member was found
+                return members, notes, unsafe
+            break
+        fields = LOCAL_HEADER.unpack(head)
+        flags, method, time, date, crc, stored, size, name_len, extra_len = fields[2:]
+        raw = file.pread(name_len + extra_len, position + LOCAL_HEADER.size)
+        if len(raw) < name_len + extra_len:
+            break
+        name_bytes, extra = raw[:name_len], raw[name_len:]
+        text = name_bytes.decode("utf-8" if flags & 0x800 else "cp437", "surrogateescape")
+        size, stored = _zip64_sizes(extra, size, stored)
+        date_time = ((date >> 9) + 1980, (date >> 5) & 0xF, date & 0x1F, time >> 11, (time >> 5) & 0x3F,
+                     (time & 0x1F) * 2)
+        data_start = position + LOCAL_HEADER.size + name_len + extra_len
+        name = clean_name(text)
+        unsafe += name is None
+        if flags & 0x8:
+            notes.append(f"{path!r}: member {text!r} keeps its sizes after its data (a zip written "
+                         "to a pipe), so the members after it cannot be found without the central "
+                         "directory; re-create the zip.")
+            break
+        if name:
+            cut = data_start + stored > file_size
+            members.append(Member(name, DIR if text.endswith("/") else FILE, position, size,
+                                  zip_time_ns(date_time), TRUNCATED if cut else 0, stored, method, crc,
+                                  bool(flags & 0x1)))
+            if cut:
+                notes.append(f"{path!r} is cut short at byte {file_size}: member {name!r} ends past "
+                             "it (skipped as truncated).")
+                return members, notes, unsafe
+        position = data_start + stored
     if position < file_size and not notes:
         notes.append(f"{path!r} has no member header at byte {position} (cut short or damaged): members "
                      "after that point are missing.")
@@ -154,22 +152,26 @@ def index_zip(path: str) -> Listing:
         SourceError: ``path`` cannot be read, or is not a zip at all.
     """
     try:
-        status = os.stat(path)
-        try:
-            members, unsafe = _from_central(path)
-            notes: list[str] = []
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as err:
-            with open(path, "rb") as handle:
-                start = handle.read(4)
-            if start != _LOCAL_SIGNATURE:
-                raise SourceError(f"{path!r} is not a valid zip archive ({err}): give a .tar, .tar.gz "
-                                  "(.tgz) or .zip of an ImageFolder tree, re-download it if it is "
-                                  "damaged, or name the kind of source with source_format=.") from None
-            members, notes, unsafe = _from_local_headers(path, status.st_size)
-            notes.insert(0, f"{path!r} has no central directory ({err}; a truncated download?): its "
-                            f"members were found from their local headers ({len(members)} found).")
+        with open_archive_file(path) as file:
+            return _index(path, file)
     except OSError as err:
         raise SourceError(f"Cannot read the archive {path!r}: {err.strerror or err}.") from None
+
+
+def _index(path: str, file: ArchiveFile) -> Listing:
+    """:func:`index_zip` on the open ``file``."""
+    try:
+        members, unsafe = _from_central(file)
+        notes: list[str] = []
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as err:
+        start = file.pread(4, 0)
+        if start != _LOCAL_SIGNATURE:
+            raise SourceError(f"{path!r} is not a valid zip archive ({err}): give a .tar, .tar.gz "
+                              "(.tgz) or .zip of an ImageFolder tree, re-download it if it is "
+                              "damaged, or name the kind of source with source_format=.") from None
+        members, notes, unsafe = _from_local_headers(path, file)
+        notes.insert(0, f"{path!r} has no central directory ({err}; a truncated download?): its "
+                        f"members were found from their local headers ({len(members)} found).")
     if unsafe:
         notes.append(unsafe_note(repr(path), unsafe))
-    return Listing(path, "zip", status.st_size, status.st_mtime_ns, tuple(members), tuple(notes))
+    return Listing(path, "zip", file.size, file.mtime_ns, tuple(members), tuple(notes))
