@@ -484,3 +484,22 @@ def test_shuffle_accuracy(tmp_path: Path) -> None:
     assert set(rows) == {"uniform (SeededRandomSampler)", "ShardWindowSampler, windows of 0.5"}
     assert all(0.0 <= score <= 1.0 for score in rows.values())
     assert "96 training images" in text and "4 classes; 32 test images" in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_bench_convert_url(tmp_path: Path) -> None:
+    """The four ways of converting a tar with object storage at either end, on a real S3-API
+    server: each gives the baseline's shards, and reading the tar from its URL fetches it."""
+    import shutil
+
+    server = "rclone" if shutil.which("rclone") else "moto"
+    figures = json.loads(run_script("bench_convert_url.py", "--quick", "--images", "40", "--repeats", "1",
+                                    "--shard-size", "100KB", "--latency-ms", "0", "--server", server,
+                                    "--root", tmp_path / "work", "--json", cwd=tmp_path).stdout)
+    cases = {case["case"]: case for case in figures["cases"]}
+    assert list(cases) == ["local -> local", "url -> local", "local -> url", "url -> url"]
+    assert all(case["same_shards"] and case["median"] > 0 for case in cases.values())
+    assert cases["local -> local"]["fetched_bytes"] == 0
+    for case in ("url -> local", "url -> url"):
+        assert figures["tar_bytes"] <= cases[case]["fetched_bytes"] <= 3 * figures["tar_bytes"]

@@ -4,10 +4,12 @@ behind a URL read by byte ranges, never downloaded whole.
 :func:`open_archive_file` gives an :class:`ArchiveFile`: its size and modification time (-1 for
 an object: a store reports sizes only, so a change is seen by size), ``pread`` at any offset, and
 a seekable stream for ``tarfile``, ``zipfile`` and gzip to parse. A local file is ``os.pread`` on
-one descriptor, exactly as before. An object is read in aligned blocks of :data:`BLOCK` bytes,
-the last :data:`BLOCKS` kept: the headers a tar walk reads and the members of one shard, which
-lie side by side in the archive, come from a few ranged GETs, and a read of more than a block is
-one GET of its own. Credentials come from the store's usual environment (``AWS_*`` for S3).
+one descriptor, exactly as before. An object is read by ranged GETs that read ahead as the
+kernel does for a file: :data:`READ_AHEAD` after a jump, doubled while reads go on forward (the
+members of one shard lie side by side in the archive; a tar walk's headers follow each other),
+up to :data:`BLOCK`; a read of more than that is one GET of its own. What was fetched is kept
+(:data:`KEPT_BYTES` an object, one open object per URL and process, shared by the shard tasks a
+worker runs). Credentials come from the store's usual environment (``AWS_*`` for S3).
 """
 
 from __future__ import annotations
@@ -19,13 +21,20 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from typing import IO, Any, Final
 
+from packer.per_process import PerProcess
 from packer.store import Store, open_store
 from packer.store.urls import is_url
 
-__all__ = ["BLOCK", "BLOCKS", "ArchiveFile", "absolute_location", "archive_exists", "open_archive_file"]
+__all__ = ["BLOCK", "KEPT_BYTES", "READ_AHEAD", "ArchiveFile", "absolute_location", "archive_exists",
+           "forget_remote_files", "open_archive_file"]
 
+#: The most one GET of an object reads ahead; a read of more is a GET of its own.
 BLOCK: Final = 1 << 20
-BLOCKS: Final = 16
+#: The first read ahead after a jump; doubled while reads go on forward, up to :data:`BLOCK`.
+READ_AHEAD: Final = 64 << 10
+#: What a process keeps of one object's fetched bytes (least recently used first out).
+KEPT_BYTES: Final = 16 << 20
+_OBJECTS: Final = 8  # objects a process keeps open
 
 
 def absolute_location(location: str | os.PathLike[str]) -> str:
@@ -93,39 +102,44 @@ class LocalArchiveFile(ArchiveFile):
 
 
 class RemoteArchiveFile(ArchiveFile):
-    """An object read by ranges through its store; see the module docstring."""
+    """An object read by ranges through its store; see the module docstring. One per object
+    and process, shared by every reader there (:func:`open_archive_file`), so that the shard
+    tasks a worker runs one after another reuse what it fetched."""
 
     def __init__(self, url: str) -> None:
         self._store, self._key = _split(url)
         super().__init__(url, self._store.stat(self._key), -1)
-        self._blocks: OrderedDict[int, bytes] = OrderedDict()
+        self._segments: OrderedDict[int, bytes] = OrderedDict()  # start -> bytes, least recent first
+        self._held = 0
+        self._ahead, self._last_stop = READ_AHEAD, -1
         self._lock = threading.Lock()
 
     def pread(self, count: int, offset: int) -> bytes:
         stop = min(offset + max(count, 0), self.size)
         if stop <= offset:
             return b""
-        if stop - offset > BLOCK:  # a large member: one GET of its own, not cached
+        if stop - offset > BLOCK:  # a large member: one GET of its own, not kept
             return self._store.read_range(self._key, offset, stop)
-        first, last = offset // BLOCK, (stop - 1) // BLOCK
-        data = b"".join(self._block(number) for number in range(first, last + 1))
-        return data[offset - first * BLOCK:stop - first * BLOCK]
-
-    def _block(self, number: int) -> bytes:
         with self._lock:
-            found = self._blocks.get(number)
-            if found is not None:
-                self._blocks.move_to_end(number)
-                return found
-        data = self._store.read_range(self._key, number * BLOCK, min((number + 1) * BLOCK, self.size))
+            for start, data in reversed(self._segments.items()):
+                if start <= offset and stop <= start + len(data):
+                    self._segments.move_to_end(start)
+                    return data[offset - start:stop - start]
+            # Reading on (the next member, the next header within a block): read further ahead.
+            forward = self._last_stop <= offset < self._last_stop + BLOCK
+            self._ahead = min(2 * self._ahead, BLOCK) if forward else READ_AHEAD
+            until = min(self.size, max(stop, offset + self._ahead))
+        data = self._store.read_range(self._key, offset, until)
         with self._lock:
-            self._blocks[number] = data
-            while len(self._blocks) > BLOCKS:
-                self._blocks.popitem(last=False)
-        return data
+            self._last_stop = offset + len(data)
+            self._segments[offset] = data
+            self._held += len(data)
+            while self._held > KEPT_BYTES and len(self._segments) > 1:
+                self._held -= len(self._segments.popitem(last=False)[1])
+        return data[:stop - offset]
 
     def close(self) -> None:
-        self._blocks.clear()
+        """Nothing: the file stays open for the process's other readers (:func:`open_archive_file`)."""
 
 
 class _Stream(io.RawIOBase):
@@ -162,4 +176,35 @@ def open_archive_file(location: str) -> ArchiveFile:
         OSError: a local file cannot be opened.
         StoreError: an object cannot be reached (``ObjectNotFoundError`` when it is not there).
     """
-    return RemoteArchiveFile(location) if is_url(location) else LocalArchiveFile(location)
+    if not is_url(location):
+        return LocalArchiveFile(location)
+    opened = _REMOTE.get()
+    with opened.lock:
+        found = opened.files.pop(location, None)
+    if found is None:
+        found = RemoteArchiveFile(location)
+    with opened.lock:
+        opened.files[location] = found  # most recent last
+        while len(opened.files) > _OBJECTS:
+            opened.files.popitem(last=False)
+    return found
+
+
+def forget_remote_files() -> None:
+    """Drop this process's open objects and what they fetched (a source's ``close``): a later
+    conversion in the process fetches afresh, even of an object replaced by one of its size."""
+    opened = _REMOTE.current()
+    if opened is not None:
+        with opened.lock:
+            opened.files.clear()
+
+
+class _Opened:
+    """This process's open objects, by URL, least recently opened first."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.files: OrderedDict[str, RemoteArchiveFile] = OrderedDict()
+
+
+_REMOTE: Final = PerProcess(_Opened)

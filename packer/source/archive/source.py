@@ -30,7 +30,7 @@ import os
 from typing import Any, ClassVar
 
 from packer.errors import SourceError
-from packer.source.archive.files import absolute_location, open_archive_file
+from packer.source.archive.files import absolute_location, forget_remote_files, open_archive_file
 from packer.source.archive.layout import TreeLayout, archive_tree, is_image_name
 from packer.source.archive.members import DIR, FILE, MISSING, NOT_REGULAR, Listing, Member, bounded_item
 from packer.source.archive.reader import ArchivePart, ArchiveReader
@@ -170,8 +170,10 @@ class ArchiveSource(Source):
                             "top_folder": layout.prefix[:-1] or None, "members": len(listing.members)}}
 
     def close(self) -> None:
-        """Delete the decompressed spool this node made of a ``.tar.gz`` (if any)."""
+        """Delete the decompressed spool this node made of a ``.tar.gz`` (if any); forget what
+        this process fetched of an archive behind a URL."""
         _remove_spool(self.scanned[0] if self.scanned is not None else None)
+        forget_remote_files()
 
 
 class ArchiveMembers:
