@@ -78,6 +78,7 @@ def run_once(case: str, tar: str, src_url: str, root: str, run: int, args: argpa
     proxy.requests = proxy.bytes_out = 0
     started = time.perf_counter()
     packer.convert(src, dst, to="lmdb", shard_size=args.shard_size, check=args.check, workers=args.workers,
+                   overwrite=True,
                    **({"staging": os.path.join(root, f"staging-{run}")} if dst.startswith("s3://") else {}))
     return time.perf_counter() - started, dst
 

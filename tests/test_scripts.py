@@ -501,5 +501,6 @@ def test_bench_convert_url(tmp_path: Path) -> None:
     assert list(cases) == ["local -> local", "url -> local", "local -> url", "url -> url"]
     assert all(case["same_shards"] and case["median"] > 0 for case in cases.values())
     assert cases["local -> local"]["fetched_bytes"] == 0
-    for case in ("url -> local", "url -> url"):
-        assert figures["tar_bytes"] <= cases[case]["fetched_bytes"] <= 3 * figures["tar_bytes"]
+    for case in ("url -> local", "url -> url"):  # the index walk's pass, the shards', and read-ahead
+        # past shards of 100 KB (it reaches 1 MiB): a bound, not a figure (docs/performance.md has those)
+        assert figures["tar_bytes"] <= cases[case]["fetched_bytes"] <= 4 * figures["tar_bytes"]

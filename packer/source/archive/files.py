@@ -7,7 +7,9 @@ a seekable stream for ``tarfile``, ``zipfile`` and gzip to parse. A local file i
 one descriptor, exactly as before. An object is read by ranged GETs that read ahead as the
 kernel does for a file: :data:`READ_AHEAD` after a jump, doubled while reads go on forward (the
 members of one shard lie side by side in the archive; a tar walk's headers follow each other),
-up to :data:`BLOCK`; a read of more than that is one GET of its own. What was fetched is kept
+up to :data:`BLOCK`, and then :data:`PREFETCH` blocks further on their way in the background
+(a tar walk costs its transfer, not a round trip a block); a read of more than a block is one
+GET of its own. What was fetched is kept
 (:data:`KEPT_BYTES` an object, one open object per URL and process, shared by the shard tasks a
 worker runs). Credentials come from the store's usual environment (``AWS_*`` for S3).
 """
@@ -19,14 +21,15 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, Final
 
 from packer.per_process import PerProcess
 from packer.store import Store, open_store
 from packer.store.urls import is_url
 
-__all__ = ["BLOCK", "KEPT_BYTES", "READ_AHEAD", "ArchiveFile", "absolute_location", "archive_exists",
-           "forget_remote_files", "open_archive_file"]
+__all__ = ["BLOCK", "KEPT_BYTES", "PREFETCH", "READ_AHEAD", "ArchiveFile", "absolute_location",
+           "archive_exists", "forget_remote_files", "open_archive_file"]
 
 #: The most one GET of an object reads ahead; a read of more is a GET of its own.
 BLOCK: Final = 1 << 20
@@ -34,6 +37,8 @@ BLOCK: Final = 1 << 20
 READ_AHEAD: Final = 64 << 10
 #: What a process keeps of one object's fetched bytes (least recently used first out).
 KEPT_BYTES: Final = 16 << 20
+#: Blocks on their way in the background while reads go forward a block at a time.
+PREFETCH: Final = 2
 _OBJECTS: Final = 8  # objects a process keeps open
 
 
@@ -111,10 +116,17 @@ class RemoteArchiveFile(ArchiveFile):
         super().__init__(url, self._store.stat(self._key), -1)
         self._segments: OrderedDict[int, bytes] = OrderedDict()  # start -> bytes, least recent first
         self._held = 0
-        self._ahead, self._last_stop = READ_AHEAD, -1
+        self._ahead, self._last = READ_AHEAD, (-1, -1)  # the last GET's range
+        self._coming: dict[int, Future[bytes]] = {}  # start -> the background GET of a block there
+        self._horizon = 0  # where the next background GET starts
+        self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
-    def pread(self, count: int, offset: int) -> bytes:
+    def pread(self, count: int, offset: int, *, stream: bool = False) -> bytes:
+        """Up to ``count`` bytes at ``offset``; ``stream``: a sequential reader's (a walk over
+        the archive's headers), for which, once it reads a block at a time, the next blocks
+        are fetched in the background. A member's read never fetches past the read-ahead
+        window: a shard's last member does not pull the next shard's bytes."""
         stop = min(offset + max(count, 0), self.size)
         if stop <= offset:
             return b""
@@ -125,18 +137,61 @@ class RemoteArchiveFile(ArchiveFile):
                 if start <= offset and stop <= start + len(data):
                     self._segments.move_to_end(start)
                     return data[offset - start:stop - start]
-            # Reading on (the next member, the next header within a block): read further ahead.
-            forward = self._last_stop <= offset < self._last_stop + BLOCK
+            # Reading on (the next member, the next header within a block, a read overlapping
+            # the end of the last one): read further ahead.
+            forward = self._last[0] <= offset < self._last[1] + BLOCK
             self._ahead = min(2 * self._ahead, BLOCK) if forward else READ_AHEAD
-            until = min(self.size, max(stop, offset + self._ahead))
-        data = self._store.read_range(self._key, offset, until)
+            if not forward:
+                self._coming, self._horizon = {}, 0  # a jump: what was coming is not wanted
+            streaming = stream and self._ahead == BLOCK
+        if streaming:  # whole aligned blocks, the next ones fetched meanwhile
+            first, last = offset // BLOCK * BLOCK, (stop - 1) // BLOCK * BLOCK
+            data = b"".join(self._block(start) for start in range(first, last + 1, BLOCK))
+            return data[offset - first:stop - first]
+        with self._lock:  # a read overlapping the end of a kept segment fetches only the rest
+            head_start, head = next(((start, data) for start, data in reversed(self._segments.items())
+                                     if start <= offset < start + len(data)), (offset, b""))
+        begin = head_start + len(head)
+        until = min(self.size, max(stop, begin + self._ahead))
+        data = self._store.read_range(self._key, begin, until)
         with self._lock:
-            self._last_stop = offset + len(data)
-            self._segments[offset] = data
-            self._held += len(data)
-            while self._held > KEPT_BYTES and len(self._segments) > 1:
-                self._held -= len(self._segments.popitem(last=False)[1])
-        return data[:stop - offset]
+            self._keep(begin, data)
+        return (head[offset - head_start:] + data)[:stop - offset]
+
+    def _block(self, start: int) -> bytes:
+        """The aligned block at ``start``: kept, on its way, or fetched now; then the next
+        :data:`PREFETCH` blocks are set on their way."""
+        size = min(BLOCK, self.size - start)
+        with self._lock:
+            data = self._segments.get(start)
+            coming = self._coming.pop(start, None) if data is None or len(data) != size else None
+        if data is None or len(data) != size:
+            data = coming.result() if coming is not None else self._store.read_range(self._key, start,
+                                                                                      start + size)
+        with self._lock:
+            self._keep(start, data)
+            self._fetch_ahead(start + size)
+        return data
+
+    def _keep(self, start: int, data: bytes) -> None:
+        self._last = (start, start + len(data))
+        old = self._segments.pop(start, None)
+        self._held += len(data) - (len(old) if old is not None else 0)
+        self._segments[start] = data
+        while self._held > KEPT_BYTES and len(self._segments) > 1:
+            self._held -= len(self._segments.popitem(last=False)[1])
+
+    def _fetch_ahead(self, position: int) -> None:
+        """Keep :data:`PREFETCH` aligned blocks after ``position`` on their way (under the lock)."""
+        self._horizon = max(self._horizon, position)
+        while len(self._coming) < PREFETCH and self._horizon < self.size:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(PREFETCH, thread_name_prefix="packer-read-ahead")
+            start = self._horizon
+            if start not in self._segments:
+                stop = min(start + BLOCK, self.size)
+                self._coming[start] = self._pool.submit(self._store.read_range, self._key, start, stop)
+            self._horizon = start + BLOCK
 
     def close(self) -> None:
         """Nothing: the file stays open for the process's other readers (:func:`open_archive_file`)."""
@@ -155,7 +210,9 @@ class _Stream(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        data = self._archive.pread(len(buffer), self._position)
+        archive = self._archive
+        data = (archive.pread(len(buffer), self._position, stream=True)
+                if isinstance(archive, RemoteArchiveFile) else archive.pread(len(buffer), self._position))
         buffer[:len(data)] = data
         self._position += len(data)
         return len(data)
