@@ -49,16 +49,16 @@ def staging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def _objects(url: str) -> dict[str, bytes]:
-    store = open_store(url)
+def _objects(url: str, options: dict[str, str] | None = None) -> dict[str, bytes]:
+    store = open_store(url, options)
     return {key: store.read(key) for key in sorted(store.list())}
 
 
-def _snapshot(url: str) -> dict[str, object]:
+def _snapshot(url: str, options: dict[str, str] | None = None) -> dict[str, object]:
     """Every object under ``url``, as :func:`dataset_snapshot` sees a local dataset (only
     ``created_at`` may differ between two conversions); the URL holds nothing else."""
     with tempfile.TemporaryDirectory() as folder:
-        for key, data in _objects(url).items():
+        for key, data in _objects(url, options).items():
             (Path(folder) / key).parent.mkdir(parents=True, exist_ok=True)
             (Path(folder) / key).write_bytes(data)
         names = sorted(p.relative_to(folder).as_posix() for p in Path(folder).rglob("*") if p.is_file())
@@ -233,3 +233,13 @@ def test_what_cannot_write_a_url_says_so_instead_of_making_a_local_folder(
 def test_staging_options_need_a_url(tree: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="for a DST that is a URL"):
         packer.convert(tree, tmp_path / "out", **OPTIONS, staging=tmp_path / "s")
+
+
+def test_a_conversion_into_an_azure_url_equals_a_local_one(
+        tree: Path, tmp_path: Path, staging: Path, azure_container: tuple[str, dict[str, str]]) -> None:
+    """The same conversion into Azure Blob Storage (Azurite), its lease a conditional create there."""
+    container, options = azure_container
+    url = f"{container}/train"
+    result = packer.convert(tree, url, **OPTIONS, storage_options=options)
+    assert result.dst == url and result.manifest.num_samples == 24
+    assert _snapshot(url, options) == _local_twin(tree, tmp_path)

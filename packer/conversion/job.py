@@ -16,7 +16,7 @@ from packer.conversion.destination.resume import (
     shard_fingerprint,
     shard_inputs,
 )
-from packer.conversion.destination.state import Destination, DestinationState
+from packer.conversion.destination.state import SCANS_DIR, Destination, DestinationState
 from packer.conversion.options import ConversionOptions
 from packer.conversion.outcome import check_something_to_pack
 from packer.conversion.plan import JobPlan, planned_item_sizes, scan_info, shard_name
@@ -58,6 +58,8 @@ def plan_job(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: 
     source = open_source(src, options.source_options)
     destination = Destination(dst)
     state = destination.check(source.inside(), overwrite=overwrite, resume=resume, task=num_tasks is not None)
+    if state is not DestinationState.COMPLETE:  # for array tasks and resumes; gone once complete
+        source.keep_scans_in(os.path.join(destination.path, SCANS_DIR))
     if resume and state is DestinationState.PARTIAL:
         options = with_plan_digest(destination, options)
     return plan_source(source, destination, state, options, num_tasks=num_tasks)

@@ -257,6 +257,11 @@ class Source(ABC):
         """Release what reading made on this machine (an archive's decompressed spool); the
         conversion calls it when done. Nothing by default."""
 
+    def keep_scans_in(self, folder: str) -> None:
+        """Where the scan may keep what it found, for a later run over the same input to reuse
+        (array tasks, a resume): a kind whose scan is costly does (an archive keeps its index);
+        the others ignore it. Call before :meth:`scan`."""
+
     def __enter__(self) -> Source:
         return self
 

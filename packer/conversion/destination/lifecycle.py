@@ -32,6 +32,7 @@ from typing import Any
 from packer.conversion.destination.lock import dataset_lock
 from packer.conversion.destination.state import (
     OWN_NAMES,
+    SCANS_DIR,
     TMP_DIR,
     UPDATE_NAME,
     Destination,
@@ -261,6 +262,7 @@ def _close(path: str, marker: str) -> None:
         os.unlink(os.path.join(path, marker))
     shutil.rmtree(os.path.join(path, TMP_DIR), ignore_errors=True)
     shutil.rmtree(os.path.join(path, RECEIPTS_DIR), ignore_errors=True)
+    shutil.rmtree(os.path.join(path, SCANS_DIR), ignore_errors=True)
     fsync_dir(path)
 
 

@@ -44,7 +44,10 @@ TMP_DIR = ".tmp"
 #: Present while ``packer update`` writes a new version of a complete DST, or after it was killed.
 UPDATE_NAME = ".packer-update"
 #: Packer's bookkeeping in DST, which neither makes it non-empty nor is cleared with it.
-OWN_NAMES = frozenset({LEASE_DIR, LOCK_NAME})
+#: What the scan of SRC kept for later runs over it (an archive's index), while a conversion is
+#: not complete; with the lease and the lock, a DST holding only these is empty.
+SCANS_DIR = ".packer-scans"
+OWN_NAMES = frozenset({LEASE_DIR, LOCK_NAME, SCANS_DIR})
 _SNIFF_BYTES = 64 << 20
 
 

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 from packer.errors import SourceError
 from packer.source.archive.files import absolute_location, forget_remote_files, open_archive_file
 from packer.source.archive.layout import TreeLayout, archive_tree, is_image_name
+from packer.source.archive.listings import load_listing, save_listing
 from packer.source.archive.members import DIR, FILE, MISSING, NOT_REGULAR, Listing, Member, bounded_item
 from packer.source.archive.reader import ArchivePart, ArchiveReader
 from packer.source.archive.spool import remove_spool
@@ -125,10 +126,28 @@ class ArchiveSource(Source):
         super().__init__(location, options)
         self.max_bytes = options.max_bytes
         self.scanned: tuple[Listing, TreeLayout] | None = None
+        self.scans: str | None = None
+
+    def keep_scans_in(self, folder: str) -> None:
+        """Keep the archive's index in ``folder`` (:mod:`packer.source.archive.listings`)."""
+        self.scans = folder
+
+    def _listing(self) -> Listing:
+        """The archive's index: kept by an earlier run over this very archive, or made now."""
+        if self.scans is not None:
+            with open_archive_file(self.location) as archive:
+                size, mtime_ns = archive.size, archive.mtime_ns
+            kept = load_listing(self.scans, self.location, size, mtime_ns)
+            if kept is not None:
+                return kept
+        listing, _ = index_archive(self.location)
+        if self.scans is not None:
+            save_listing(self.scans, listing)
+        return listing
 
     def _scanned(self) -> tuple[Listing, TreeLayout]:
         if self.scanned is None:
-            listing, _ = index_archive(self.location)
+            listing = self._listing()
             layout = archive_tree(listing, include_hidden=self.options.include_hidden,
                                   allow_empty=self.options.allow_empty, max_bytes=self.max_bytes)
             _refuse_unreadable([m for m in listing.members if is_image_name(m.name)], self.location)
