@@ -93,6 +93,7 @@ def _write_task(job: Job, chosen: Engine, *, task_id: int, num_tasks: int, progr
         return TaskResult(job.dst, task_id, num_tasks, names, 0, len(names), 0, 0,
                           time.perf_counter() - started, 0, (), already_complete=True)
     with task_slot(destination, plan, task_id) as slot:
+        job.source.save_scans()  # for the other tasks: DST is the job's now
         mine, kept = slot.shards, slot.kept
         names = tuple(shard_name(i) for i in mine)
         todo = [job.tasks[i] for i in mine if i not in kept]

@@ -130,6 +130,7 @@ def write_job(job: Job, chosen: Engine, *, resume: bool, progress: bool, started
         # An array job's plan names its task count; finishing it here is one task of one.
         plan = replace(plan, num_tasks=marker.get("num_tasks"))
     with conversion_slot(destination, plan, keep=resume, expected=job.state) as slot:
+        job.source.save_scans()  # DST is this conversion's now: a resume may reuse the scan
         kept = slot.kept
         todo = [task for task in job.tasks if task.index not in kept]
         if on_shard is not None:

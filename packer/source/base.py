@@ -258,9 +258,13 @@ class Source(ABC):
         conversion calls it when done. Nothing by default."""
 
     def keep_scans_in(self, folder: str) -> None:
-        """Where the scan may keep what it found, for a later run over the same input to reuse
-        (array tasks, a resume): a kind whose scan is costly does (an archive keeps its index);
-        the others ignore it. Call before :meth:`scan`."""
+        """Where the scan may find what an earlier run over the same input kept (array tasks, a
+        resume), and keep what it found (:meth:`save_scans`): a kind whose scan is costly does
+        (an archive's index); the others ignore it. Call before :meth:`scan`."""
+
+    def save_scans(self) -> None:
+        """Keep what the scan found in the folder :meth:`keep_scans_in` named; the conversion
+        calls it once DST is its own (a refused conversion leaves no folder behind)."""
 
     def __enter__(self) -> Source:
         return self

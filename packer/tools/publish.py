@@ -21,10 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from packer.conversion.remote.publishing import PushResult, dataset_files, publish_files
+from packer.conversion.remote.publishing import PushResult, dataset_files, packer_keys, publish_files
 from packer.errors import NotADatasetError
 from packer.format.manifest import MANIFEST_NAME, VERSIONS_DIR, Manifest, dataset_versions, version_key
-from packer.keys import is_safe_key
 from packer.store import Store, open_store
 from packer.store.cache.fetching import copy_object
 from packer.store.lease.claim import held_lease
@@ -119,8 +118,7 @@ def _unused(store: Store, current: Manifest, listed: dict[str, int],
         used.add(version_key(version))
     # Only packer's own names: a key someone else put under the prefix (one with '..' included,
     # which S3 allows) is never deleted.
-    ours = [key for key in sorted(listed)
-            if key.startswith(("shard-", "samples/", f"{VERSIONS_DIR}/")) and is_safe_key(key)]
+    ours = packer_keys(listed)
     victims = [key for key in ours if key not in used]
     # manifests of removed versions first: a reader never finds a version whose files are gone
     victims.sort(key=lambda key: not key.startswith(f"{VERSIONS_DIR}/"))

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from packer.errors import IncompleteDatasetError
-from packer.format.manifest import MANIFEST_NAME, Manifest, dataset_versions, version_key
+from packer.format.manifest import MANIFEST_NAME, VERSIONS_DIR, Manifest, dataset_versions, version_key
+from packer.keys import is_safe_key
 from packer.store import Store
 from packer.store.lease.claim import Lease
 
-__all__ = ["CONTENT_NAMED", "PushResult", "dataset_files", "publish_files"]
+__all__ = ["CONTENT_NAMED", "PushResult", "dataset_files", "packer_keys", "publish_files"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,14 @@ class PushResult:
     uploaded: tuple[str, ...]
     skipped: tuple[str, ...]
     uploaded_bytes: int
+
+
+def packer_keys(listed: Iterable[str]) -> list[str]:
+    """The keys of a listing that are packer's own (``shard-*``, ``samples/*``,
+    ``versions/*.json``), sorted: the only ones a gc or an overwrite deletes (a key someone else
+    put under the prefix, one with ``..`` included, which S3 allows, never is)."""
+    return [key for key in sorted(listed)
+            if key.startswith(("shard-", "samples/", f"{VERSIONS_DIR}/")) and is_safe_key(key)]
 
 
 def dataset_files(manifest: Manifest) -> dict[str, tuple[int, str]]:
@@ -67,7 +76,7 @@ def publish_files(local: Store, remote: Store, lease: Lease, *, workers: int = 8
     present = remote.list()
     todo = [key for key, (size, _) in sorted(wanted.items())
             if not (present.get(key) == size and CONTENT_NAMED.fullmatch(key.rsplit("/", 1)[-1]))]
-    skipped = [key for key in sorted(wanted) if key not in todo]
+    skipped = sorted(wanted.keys() - set(todo))
     here = local.sizes(todo)
     missing = [key for key in todo if here.get(key) is None]
     if missing:

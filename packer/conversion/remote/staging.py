@@ -14,6 +14,7 @@ import os
 
 from packer.conversion.receipts import UPLOADED_DIR
 from packer.errors import OutputError
+from packer.store.cache.node import user_cache_folder
 from packer.store.durable import atomic_write_bytes
 
 __all__ = ["STAGING_ENV", "check_staging", "claim_staging", "default_staging_root", "staging_folder"]
@@ -24,11 +25,7 @@ _URL_NAME = "url"  # in the ledger folder, which exists from the first upload on
 
 def default_staging_root() -> str:
     """$PACKER_STAGING if set, else $XDG_CACHE_HOME/packer-staging, else ~/.cache/packer-staging."""
-    explicit = os.environ.get(STAGING_ENV)
-    if explicit:
-        return os.path.abspath(os.path.expanduser(explicit))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-    return os.path.abspath(os.path.join(os.path.expanduser(base), "packer-staging"))
+    return user_cache_folder("packer-staging", STAGING_ENV)
 
 
 def staging_folder(url: str, staging: str | os.PathLike[str] | None = None) -> str:

@@ -24,14 +24,13 @@ from typing import Any
 from packer.conversion.destination.state import DestinationState
 from packer.conversion.engines.base import Engine
 from packer.conversion.execution import ConversionResult, write_job
-from packer.conversion.job import plan_job
+from packer.conversion.job import Job, plan_job
 from packer.conversion.options import ConversionOptions
-from packer.conversion.remote.publishing import dataset_files, publish_files
+from packer.conversion.remote.publishing import dataset_files, packer_keys, publish_files
 from packer.conversion.remote.staging import check_staging, staging_folder
 from packer.conversion.remote.uploads import ShardUploads
 from packer.errors import OutputError, OutputExistsError, PackerError
-from packer.format.manifest import MANIFEST_NAME, VERSIONS_DIR, Manifest, version_key
-from packer.keys import is_safe_key
+from packer.format.manifest import MANIFEST_NAME, Manifest, version_key
 from packer.sizes import parse_size
 from packer.store import Store, open_store
 from packer.store.lease.claim import held_lease
@@ -60,8 +59,7 @@ def convert_to_url(src: str | os.PathLike[str], url: str, options: ConversionOpt
     remote.check_writable()
     folder = staging_folder(remote.url, staging)
     check_staging(folder, remote.url)
-    limit = (parse_size(staging_limit) if isinstance(staging_limit, str) else staging_limit) \
-        or STAGED_SHARDS * options.shard_size
+    limit = STAGED_SHARDS * options.shard_bytes if staging_limit is None else parse_size(staging_limit)
     with held_lease(remote, "convert", what=f"convert into {remote.url!r}") as lease:
         earlier = _manifest_at(remote)
         if earlier is not None and not (overwrite or resume):
@@ -90,7 +88,7 @@ def convert_to_url(src: str | os.PathLike[str], url: str, options: ConversionOpt
 
 
 def _plan(src: str | os.PathLike[str], folder: str, url: str, options: ConversionOptions, *,
-          overwrite: bool, resume: bool) -> Any:
+          overwrite: bool, resume: bool) -> Job:
     """:func:`plan_job` on the staging folder, its refusals told in terms of the URL."""
     try:
         return plan_job(src, folder, options, overwrite=overwrite, resume=resume, num_tasks=None)
@@ -114,8 +112,6 @@ def _delete_unused(remote: Store, current: Manifest) -> None:
     """After an overwrite's switch: the earlier dataset's files (every version's: all of them
     packer's names) that the new one does not use."""
     used = {MANIFEST_NAME, *dataset_files(current), version_key(current.version)}
-    ours = [key for key in sorted(remote.list())
-            if key.startswith(("shard-", "samples/", f"{VERSIONS_DIR}/")) and is_safe_key(key)]
-    for key in ours:
+    for key in packer_keys(remote.list()):
         if key not in used:
             remote.delete(key)

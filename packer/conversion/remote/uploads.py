@@ -15,7 +15,7 @@ import contextlib
 import logging
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 from packer.conversion.receipts import ShardResult, mark_uploaded
 from packer.conversion.remote.staging import claim_staging
@@ -37,12 +37,9 @@ class ShardUploads:
         self.staging = staging
         self.remote = remote
         self.limit = max(1, limit)
-        self.uploaded: list[str] = []
-        self.uploaded_bytes = 0
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="packer-upload")
         self._room = threading.Condition()
         self._pending = 0  # bytes of shards finished and still in the staging folder
-        self._futures: list[Future[None]] = []
         self._failure: BaseException | None = None
         self._queued: set[str] = set()
         self._claimed = False
@@ -69,7 +66,7 @@ class ShardUploads:
             while self._pending and self._pending + size > self.limit and self._failure is None:
                 self._room.wait()
             self._pending += size
-        self._futures.append(self._pool.submit(self._upload, relpath, size))
+        self._pool.submit(self._upload, relpath, size)  # a failure is kept and raised here
 
     def raise_failure(self) -> None:
         """Raise the first upload's failure, if one failed."""
@@ -81,9 +78,6 @@ class ShardUploads:
         try:
             if self.remote.sizes([relpath]).get(relpath) != size:
                 self.remote.put_file(relpath, path)
-                with self._room:
-                    self.uploaded.append(relpath)
-                    self.uploaded_bytes += size
             mark_uploaded(self.staging, relpath, size)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)

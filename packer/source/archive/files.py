@@ -21,6 +21,7 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, Final
 
@@ -28,7 +29,7 @@ from packer.per_process import PerProcess
 from packer.store import Store, open_store
 from packer.store.urls import is_url
 
-__all__ = ["BLOCK", "KEPT_BYTES", "PREFETCH", "READ_AHEAD", "ArchiveFile", "absolute_location",
+__all__ = ["BLOCK", "KEPT_BYTES", "PREFETCH", "READ_AHEAD", "ArchiveFile", "ByteSlice", "absolute_location",
            "archive_exists", "forget_remote_files", "open_archive_file"]
 
 #: The most one GET of an object reads ahead; a read of more is a GET of its own.
@@ -79,9 +80,9 @@ class ArchiveFile(ABC):
     def pread(self, count: int, offset: int) -> bytes:
         """Up to ``count`` bytes at ``offset`` (fewer only at the end)."""
 
+    @abstractmethod
     def stream(self) -> IO[bytes]:
         """A seekable, read-only file object over the archive, at its start."""
-        return io.BufferedReader(_Stream(self), buffer_size=64 << 10)  # type: ignore[return-value]
 
     def close(self) -> None:
         """Release what the file holds."""
@@ -133,10 +134,13 @@ class RemoteArchiveFile(ArchiveFile):
         if stop - offset > BLOCK:  # a large member: one GET of its own, not kept
             return self._store.read_range(self._key, offset, stop)
         with self._lock:
+            head_start, head = offset, b""  # the newest kept segment holding ``offset``
             for start, data in reversed(self._segments.items()):
-                if start <= offset and stop <= start + len(data):
+                if start <= offset and stop <= start + len(data):  # one holds the whole read
                     self._segments.move_to_end(start)
                     return data[offset - start:stop - start]
+                if not head and start <= offset < start + len(data):
+                    head_start, head = start, data
             # Reading on (the next member, the next header within a block, a read overlapping
             # the end of the last one): read further ahead.
             forward = self._last[0] <= offset < self._last[1] + BLOCK
@@ -148,10 +152,7 @@ class RemoteArchiveFile(ArchiveFile):
             first, last = offset // BLOCK * BLOCK, (stop - 1) // BLOCK * BLOCK
             data = b"".join(self._block(start) for start in range(first, last + 1, BLOCK))
             return data[offset - first:stop - first]
-        with self._lock:  # a read overlapping the end of a kept segment fetches only the rest
-            head_start, head = next(((start, data) for start, data in reversed(self._segments.items())
-                                     if start <= offset < start + len(data)), (offset, b""))
-        begin = head_start + len(head)
+        begin = head_start + len(head)  # a read overlapping a kept segment's end fetches the rest
         until = min(self.size, max(stop, begin + self._ahead))
         data = self._store.read_range(self._key, begin, until)
         with self._lock:
@@ -193,15 +194,24 @@ class RemoteArchiveFile(ArchiveFile):
                 self._coming[start] = self._pool.submit(self._store.read_range, self._key, start, stop)
             self._horizon = start + BLOCK
 
+    def stream(self) -> IO[bytes]:
+        """The archive read on as a walk reads it (:meth:`pread` with ``stream``), buffered."""
+        raw = ByteSlice(lambda position, count: self.pread(count, position, stream=True), 0, self.size)
+        return io.BufferedReader(raw, buffer_size=64 << 10)  # type: ignore[return-value]
+
     def close(self) -> None:
         """Nothing: the file stays open for the process's other readers (:func:`open_archive_file`)."""
 
 
-class _Stream(io.RawIOBase):
-    """``read``/``seek``/``tell`` over an :class:`ArchiveFile`'s ``pread``."""
+class ByteSlice(io.RawIOBase):
+    """``size`` bytes from ``start`` as a seekable, read-only file object, read exactly as asked
+    by ``read_at(position, count)`` (a tar header is one 512-byte read, never a buffer's worth);
+    at its end a read gives what there is rather than failing (so a cut class tar still yields
+    the members before the cut)."""
 
-    def __init__(self, archive: ArchiveFile) -> None:
-        self._archive, self._position = archive, 0
+    def __init__(self, read_at: Callable[[int, int], bytes], start: int, size: int) -> None:
+        super().__init__()
+        self.read_at, self.start, self.size, self.position = read_at, start, size, 0
 
     def readable(self) -> bool:
         return True
@@ -210,20 +220,19 @@ class _Stream(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        archive = self._archive
-        data = (archive.pread(len(buffer), self._position, stream=True)
-                if isinstance(archive, RemoteArchiveFile) else archive.pread(len(buffer), self._position))
+        wanted = max(0, min(len(buffer), self.size - self.position))
+        data = self.read_at(self.start + self.position, wanted)
         buffer[:len(data)] = data
-        self._position += len(data)
+        self.position += len(data)
         return len(data)
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._position, os.SEEK_END: self._archive.size}[whence]
-        self._position = max(0, base + offset)
-        return self._position
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self.position, os.SEEK_END: self.size}[whence]
+        self.position = max(0, base + offset)
+        return self.position
 
     def tell(self) -> int:
-        return self._position
+        return self.position
 
 
 def open_archive_file(location: str) -> ArchiveFile:

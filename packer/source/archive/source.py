@@ -127,6 +127,7 @@ class ArchiveSource(Source):
         self.max_bytes = options.max_bytes
         self.scanned: tuple[Listing, TreeLayout] | None = None
         self.scans: str | None = None
+        self.unsaved: Listing | None = None  # an index made here, not kept yet
 
     def keep_scans_in(self, folder: str) -> None:
         """Keep the archive's index in ``folder`` (:mod:`packer.source.archive.listings`)."""
@@ -141,9 +142,14 @@ class ArchiveSource(Source):
             if kept is not None:
                 return kept
         listing, _ = index_archive(self.location)
-        if self.scans is not None:
-            save_listing(self.scans, listing)
+        self.unsaved = listing
         return listing
+
+    def save_scans(self) -> None:
+        """Keep the index made by this scan (none kept yet) in the folder given."""
+        if self.scans is not None and self.unsaved is not None:
+            save_listing(self.scans, self.unsaved)
+            self.unsaved = None
 
     def _scanned(self) -> tuple[Listing, TreeLayout]:
         if self.scanned is None:

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import decimal
-import io
 import multiprocessing
-import os
 import tarfile
 import zlib
 from collections.abc import Callable
@@ -38,7 +36,7 @@ from typing import IO, Any, Final
 
 from packer.cpus import available_cpus
 from packer.errors import SourceError
-from packer.source.archive.files import ArchiveFile, open_archive_file
+from packer.source.archive.files import ArchiveFile, ByteSlice, open_archive_file
 from packer.source.archive.gunzip import GzipStream
 from packer.source.archive.members import (
     CORRUPT,
@@ -67,38 +65,6 @@ _SKIP: Final = 1 << 20  # a stream skips a member's data this much at a time
 _DAMAGE: Final = (tarfile.TarError, *STREAM_DAMAGE)
 #: Called with a member's name and size: whether to keep its bytes (WebDataset's small text).
 Keep = Callable[[str, int], bool]
-
-
-class _Slice(io.RawIOBase):
-    """``size`` bytes of the archive from ``start`` (a member that is a tar), read exactly as
-    asked by ``read_at(position, count)``: a header is one 512-byte ``pread``, never a buffer's
-    worth; a stream gives what it has at its end rather than failing (so a cut class tar
-    still yields the members before the cut)."""
-
-    def __init__(self, read_at: Callable[[int, int], bytes], start: int, size: int) -> None:
-        super().__init__()
-        self.read_at, self.start, self.size, self.position = read_at, start, size, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        wanted = max(0, min(len(buffer), self.size - self.position))
-        data = self.read_at(self.start + self.position, wanted)
-        buffer[:len(data)] = data
-        self.position += len(data)
-        return len(data)
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        base = {os.SEEK_SET: 0, os.SEEK_CUR: self.position, os.SEEK_END: self.size}[whence]
-        self.position = max(0, base + offset)
-        return self.position
-
-    def tell(self) -> int:
-        return self.position
 
 
 def _mtime_ns(info: tarfile.TarInfo) -> int:
@@ -257,7 +223,7 @@ def _inner(outer: _Walk, member: Member) -> Inner:
 
         def read_at(position: int, count: int) -> bytes:
             return archive.pread(count, position)
-    handle: IO[bytes] = _Slice(read_at, member.offset, member.size)  # type: ignore[assignment]
+    handle: IO[bytes] = ByteSlice(read_at, member.offset, member.size)  # type: ignore[assignment]
     try:
         tar = tarfile.open(fileobj=handle, mode="r|" if outer.stream else "r:")
     except _DAMAGE as err:

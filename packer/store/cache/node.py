@@ -46,7 +46,7 @@ from packer.store.cache import files
 from packer.store.cache.bound import LastBound, read_last_bound, record_bound
 from packer.store.filelock import flocked, try_flocked
 
-__all__ = ["DEFAULT_MIN_FREE", "CacheInfo", "NodeCache", "default_cache_dir"]
+__all__ = ["DEFAULT_MIN_FREE", "CacheInfo", "NodeCache", "default_cache_dir", "user_cache_folder"]
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +61,19 @@ _ADVICE: Final = ("pass a smaller cache_limit=, point PACKER_CACHE at a director
                   "or run `packer cache clear`")
 
 
-def default_cache_dir() -> str:
-    """$PACKER_CACHE if set, else $XDG_CACHE_HOME/packer, else ~/.cache/packer."""
-    explicit = os.environ.get("PACKER_CACHE")
+def user_cache_folder(name: str, variable: str) -> str:
+    """$``variable`` if set, else $XDG_CACHE_HOME/``name``, else ~/.cache/``name``: where packer
+    keeps a kind of per-user data on this machine."""
+    explicit = os.environ.get(variable)
     if explicit:
         return os.path.abspath(os.path.expanduser(explicit))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-    return os.path.abspath(os.path.join(os.path.expanduser(base), "packer"))
+    return os.path.abspath(os.path.join(os.path.expanduser(base), name))
+
+
+def default_cache_dir() -> str:
+    """$PACKER_CACHE if set, else $XDG_CACHE_HOME/packer, else ~/.cache/packer."""
+    return user_cache_folder("packer", "PACKER_CACHE")
 
 
 @dataclass(frozen=True)
