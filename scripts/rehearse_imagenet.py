@@ -10,9 +10,10 @@ Writes ``train.tar`` as ``ILSVRC2012_img_train.tar`` is laid out (``--classes`` 
 ``n00000000.tar`` ... of ``--per-class`` tiny JPEGs each, GNU format; each JPEG a distinct 8x8
 image of a few hundred bytes, so the archive is headers as much as data), then, in one run:
 
-- **index**: ``index_tar`` of the archive with one process and with the pool that indexes
-  member tars (one process per CPU, at most 8), the same listing both times; seconds and
-  microseconds a member, and the pool's ratio to one process;
+- **index**: ``index_tar`` of the archive with one process reading every header with tarfile
+  (the baseline, ``tarwalk.READ_PLAIN_HEADERS = False``), with one process reading plain headers
+  without it, and with the pool that indexes member tars (one process per CPU, at most 8), the
+  same listing all three times; seconds and microseconds a member, and the ratios to tarfile;
 - **convert**: ``packer.convert`` of the archive to LMDB (``--check none``, the conversion's
   default workers) in a fresh process: seconds, images/s, its peak resident memory and its
   largest child's (``ru_maxrss``; forked children count the pages they share with it);
@@ -76,19 +77,32 @@ def write_archive(path: str, classes: int, per_class: int) -> int:
 
 
 def time_index(path: str) -> dict[str, Any]:
-    """``index_tar`` with one process and with the pool; both listings must be equal."""
+    """``index_tar`` with one process reading every header with tarfile (the baseline), with one
+    process reading plain headers without it, and with the pool; the three listings must be equal."""
+    from packer.source.archive import tarwalk
     from packer.source.archive.tarindex import index_tar
 
+    tarwalk.READ_PLAIN_HEADERS = False
+    try:
+        started = time.perf_counter()
+        reference, _ = index_tar(path, workers=1)
+        tarfile_only = time.perf_counter() - started
+    finally:
+        tarwalk.READ_PLAIN_HEADERS = True
     started = time.perf_counter()
     alone, _ = index_tar(path, workers=1)
     serial = time.perf_counter() - started
     started = time.perf_counter()
     pooled, _ = index_tar(path)
     parallel = time.perf_counter() - started
+    if alone != reference:
+        raise RuntimeError("reading plain headers without tarfile gave another listing")
     if pooled != alone:
         raise RuntimeError("the pool's listing differs from one process's")
     members = sum(len(inner.members) for inner in alone.inner.values())
-    return {"members": members, "serial_s": serial, "pooled_s": parallel, "pool_vs_serial": serial / parallel,
+    return {"members": members, "tarfile_s": tarfile_only, "serial_s": serial, "pooled_s": parallel,
+            "plain_vs_tarfile": tarfile_only / serial, "pool_vs_serial": serial / parallel,
+            "pool_vs_tarfile": tarfile_only / parallel, "tarfile_us_per_member": 1e6 * tarfile_only / members,
             "serial_us_per_member": 1e6 * serial / members, "pooled_us_per_member": 1e6 * parallel / members}
 
 
@@ -180,9 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     index = figures["index"]
     print(f"archive: {args.classes} class tars x {args.per_class} JPEGs = {index['members']:,} images, "
           f"{figures['archive_mb']:.0f} MB")
+    print(f"index, tarfile reading every header (baseline): {index['tarfile_s']:.2f} s "
+          f"({index['tarfile_us_per_member']:.1f} us a member)")
     print(f"index: one process {index['serial_s']:.2f} s ({index['serial_us_per_member']:.1f} us a member), "
           f"pool {index['pooled_s']:.2f} s ({index['pooled_us_per_member']:.1f} us): "
-          f"{index['pool_vs_serial']:.2f}x")
+          f"{index['pool_vs_serial']:.2f}x; against tarfile: one process {index['plain_vs_tarfile']:.2f}x, "
+          f"pool {index['pool_vs_tarfile']:.2f}x")
     if "convert" in figures:
         conv, opened = figures["convert"], figures["open"]
         print(f"convert: {conv['seconds']:.1f} s, {conv['images_per_s']:,.0f} images/s, "

@@ -35,6 +35,7 @@ from sourcekinds import (
 import packer
 from packer.errors import BadImageError, EmptySourceError, SourceError
 from packer.format.backends import Backend
+from packer.source.archive import spool as spool_module
 from packer.source.archive.layout import imagefolder_order
 from packer.source.archive.source import ArchiveSource
 from packer.source.archive.spool import SPOOL_ENV, ensure_spool, spool_path
@@ -299,17 +300,24 @@ def test_an_archive_that_changes_under_the_reader_is_refused(tmp_path: Path) -> 
         reader.read(item)
 
 
-def test_a_spool_is_made_once_reused_and_removed(tmp_path: Path, spool: Path) -> None:
+def test_a_spool_is_made_once_reused_and_removed(tmp_path: Path, spool: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan decompresses a .tar.gz once, for its index and its spool together: the reader
+    never decompresses it again."""
     archive = write_tar(damage_tree(tmp_path / "src"), tmp_path / "a.tgz", compress=True)
+    decompressions: list[str] = []
+    decompress = spool_module._decompress
+    monkeypatch.setattr(spool_module, "_decompress", lambda *args: decompressions.append(args[0]))
     with ArchiveSource(str(archive), SourceOptions()) as source:
         index = source.scan()
-        reader = source.reader()
-        assert not spool.exists() or not list(spool.glob("*.tar"))  # scanning streams, spools nothing
-        assert reader.read(index.items[0]) == (tmp_path / "src" / index.items[0].relpath).read_bytes()
         stat = archive.stat()
         made = spool_path(str(archive), stat.st_size, stat.st_mtime_ns)
-        assert os.path.isfile(made) and ensure_spool(str(archive), stat.st_size, stat.st_mtime_ns) == made
+        assert Path(made).read_bytes() == gzip.decompress(archive.read_bytes())  # written by the scan
+        reader = source.reader()
+        assert reader.read(index.items[0]) == (tmp_path / "src" / index.items[0].relpath).read_bytes()
+        assert ensure_spool(str(archive), stat.st_size, stat.st_mtime_ns) == made and not decompressions
     assert not os.path.exists(made)  # close() removed it
+    monkeypatch.setattr(spool_module, "_decompress", decompress)  # a spool nobody's scan made
     ensure_spool(str(archive), stat.st_size, stat.st_mtime_ns)
     os.utime(archive, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # a new version of the archive
     newer = ensure_spool(str(archive), stat.st_size, stat.st_mtime_ns + 10**9)

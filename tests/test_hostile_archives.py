@@ -358,6 +358,25 @@ def test_a_spool_made_without_a_scan_checks_its_estimate_and_again_as_it_grows(
     assert not list((tmp_path / "spool").glob("*.tar"))
 
 
+@pytest.mark.parametrize("free", [0, 3 * MiB], ids=["none", "less than it grows to"])
+def test_a_scan_short_of_space_spools_nothing_and_the_reader_says_so(
+        tmp_path: Path, spool: Path, monkeypatch: pytest.MonkeyPatch, free: int) -> None:
+    """The scan writes the spool as it decompresses; out of space it stops writing it (no
+    error, nothing left behind), and the reader's own spool gives the clear error."""
+    tar = tar_bytes({"a/zeros.txt": b"\0" * (4 * MiB), "a/00.png": png_bytes(4, 4, 0),
+                     "b/01.png": png_bytes(4, 4, 1)})
+    archive = write(tmp_path / "short.tar.gz", gzip_member(tar[:-4096]) + gzip_member(tar[-4096:]))
+    real = shutil.disk_usage
+    monkeypatch.setattr("packer.source.archive.spool.shutil.disk_usage",
+                        lambda path: type(real(path))(real(path).total, real(path).used, free))
+    with ArchiveSource(str(archive), SourceOptions()) as source:
+        index = source.scan()
+        assert [item.relpath for item in index.items] == ["a/00.png", "b/01.png"]
+        assert not [p for p in spool.glob("*") if not p.name.endswith(".lock")]
+        with pytest.raises(SourceError, match=r"short\.tar\.gz.*it needs"):
+            source.reader().read(index.items[0])
+
+
 def test_a_member_over_the_bound_is_not_spooled(tmp_path: Path, spool: Path) -> None:
     members = images(4, ".png")
     tar = tar_bytes({"a/00.png": members["a/00.png"], "a/huge.png": b"\7" * (32 * MiB),

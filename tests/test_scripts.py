@@ -377,6 +377,7 @@ def test_rehearse_imagenet(tmp_path: Path) -> None:
     figures = json.loads(run_script("rehearse_imagenet.py", "--classes", "70", "--per-class", "3", "--work",
                                     tmp_path / "work", "--json", cwd=tmp_path).stdout)
     assert figures["index"]["members"] == 210 and figures["index"]["pool_vs_serial"] > 0
+    assert figures["index"]["plain_vs_tarfile"] > 0 and figures["index"]["tarfile_s"] > 0
     assert figures["convert"]["images"] == 210 and figures["convert"]["peak_mb"] > 0
     assert figures["open"]["samples"] == 210 and figures["open"]["first_batch_s"] > 0
 
@@ -504,3 +505,12 @@ def test_bench_convert_url(tmp_path: Path) -> None:
     for case in ("url -> local", "url -> url"):  # the index walk's pass, the shards', and read-ahead
         # past shards of 100 KB (it reaches 1 MiB): a bound, not a figure (docs/performance.md has those)
         assert figures["tar_bytes"] <= cases[case]["fetched_bytes"] <= 4 * figures["tar_bytes"]
+
+
+@pytest.mark.timeout(120)
+def test_bench_targz(tmp_path: Path) -> None:
+    """Both ways make the same spool (the script checks it) and both are timed."""
+    figures = json.loads(run_script("bench_targz.py", "--images", "60", "--size", "32", "--repeat", "1",
+                                    "--json", cwd=tmp_path).stdout)
+    assert figures["images"] == 60 and figures["expanded_mb"] > figures["archive_mb"] > 0
+    assert figures["twice_s"] > 0 and figures["once_s"] > 0 and figures["twice_vs_once"] > 0

@@ -1,14 +1,14 @@
 """Decompress a gzip file as a stream, checking each gzip member's CRC-32 and length.
 
-``.tar.gz`` archives are read twice, both times from start to end: once to index the tar
-(:mod:`packer.source.archive.tarindex`), once to make the spool workers read by range
-(:mod:`packer.source.archive.spool`). Python's :class:`gzip.GzipFile` checks a member's trailer only
-when a read reaches it and then raises, so a reader that stops at the tar's end marker never
-sees a bad CRC, and one that catches the error cannot tell which bytes it covers.
-:class:`GzipStream` inflates raw deflate data itself and checks every gzip member's trailer
-(CRC-32 and ISIZE, the length modulo 2**32) as it passes: a member that fails is not an error
-but a damaged range, ``(start, end, why)`` in decompressed bytes (:attr:`GzipStream.damaged`),
-and the stream goes on with the next member.
+``.tar.gz`` archives are read from start to end to index the tar
+(:mod:`packer.source.archive.tarindex`), the spool workers read by range written meanwhile
+(:mod:`packer.source.archive.spool`), or again to make it where the index did not. Python's
+:class:`gzip.GzipFile` checks a member's trailer only when a read reaches it and then raises, so
+a reader that stops at the tar's end marker never sees a bad CRC, and one that catches the error
+cannot tell which bytes it covers. :class:`GzipStream` inflates raw deflate data itself and
+checks every gzip member's trailer (CRC-32 and ISIZE, the length modulo 2**32) as it passes: a
+member that fails is not an error but a damaged range, ``(start, end, why)`` in decompressed
+bytes (:attr:`GzipStream.damaged`), and the stream goes on with the next member.
 
 Deflate data is inflated in fixed slices of the compressed stream (32 KiB), whatever the reads
 ask for: so memory stays one slice's output (at most 32 MiB, deflate's ratio being 1032:1)

@@ -25,7 +25,7 @@ over ``max_bytes`` is skipped as ``too_large`` and counts as ``max_bytes + 1`` b
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from packer.errors import EmptySourceError
 from packer.source.archive.files import absolute_location
@@ -109,7 +109,7 @@ def _class_archives(listing: Listing, members: list[Member], prefix: str, includ
             notes.append(f"Class archive {member.name!r} cannot be read ({why}): class {group!r} has "
                          "no samples from it.")
             continue
-        tree.extend(replace(m, name=f"{group}/{m.name}") for m in inner.members)
+        tree.extend(m._replace(name=f"{group}/{m.name}") for m in inner.members)
     notes.append(f"A tar of {len(tars)} per-class tars: each class is read from its member "
                  f"<class>.tar, as if extracted into <class>/.")
     return tree
@@ -134,7 +134,7 @@ def archive_tree(listing: Listing, *, include_hidden: bool = False, allow_empty:
         # the top folder's hidden siblings (every visible member lies under it)
         hidden.update(m.name.split("/", 1)[0] for m in members
                       if not m.name.startswith(prefix) and m.name != prefix[:-1])
-        members = [replace(m, name=m.name[len(prefix):]) for m in members if m.name.startswith(prefix)]
+        members = [m._replace(name=m.name[len(prefix):]) for m in members if m.name.startswith(prefix)]
         notes.append(f"Every member lies under the folder {prefix[:-1]!r}: it is taken as the tree's root.")
     broken: dict[str, str] = {}
     nested = _class_archives(listing, members, prefix, include_hidden, notes, broken)

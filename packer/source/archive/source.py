@@ -10,13 +10,14 @@ archive records them (never the archive file's own mtime), so ``packer update`` 
 replaced by a newer one with a few members added rewrites only the shards near them. Reading
 is one ``pread`` per member (:mod:`packer.source.archive.reader`).
 
-A ``.tar.gz`` is indexed by streaming it once; the first process on a node that reads a member
-then makes a decompressed spool copy, which every worker reads by range
-(:mod:`packer.source.archive.spool`): one more sequential decompression, and disk space for the
-uncompressed archive (less the members over ``max_bytes``, left as holes). For a huge archive,
-``gunzip`` it first. :meth:`ArchiveSource.close` (called when a conversion ends) deletes the
-spool; one a killed run left is reused by the next run of the same archive, or pruned after
-some idle days.
+A ``.tar.gz`` is decompressed once: the scan streams it for its index and writes the
+decompressed spool copy meanwhile, which every worker reads by range
+(:mod:`packer.source.archive.spool`); disk space for the uncompressed archive (less the members
+over ``max_bytes``, left as holes). Where the scan did not make it (another node, an index kept
+by an earlier run, too little space), the first process on a node that reads a member does.
+For a huge archive, ``gunzip`` it first. :meth:`ArchiveSource.close` (called when a conversion
+ends) deletes the spool; one a killed run left is reused by the next run of the same archive,
+or pruned after some idle days.
 
 Damage is reported, never fatal: see the skip reasons ``truncated``, ``corrupt_member`` (a
 ``.tar.gz`` failing its gzip check too) and ``too_large`` (over ``max_bytes``, see
@@ -35,8 +36,9 @@ from packer.source.archive.layout import TreeLayout, archive_tree, is_image_name
 from packer.source.archive.listings import load_listing, save_listing
 from packer.source.archive.members import DIR, FILE, MISSING, NOT_REGULAR, Listing, Member, bounded_item
 from packer.source.archive.reader import ArchivePart, ArchiveReader
-from packer.source.archive.spool import remove_spool
-from packer.source.archive.tarindex import Keep, index_tar
+from packer.source.archive.spool import remove_spool, spool_holes
+from packer.source.archive.tarindex import index_tar
+from packer.source.archive.tarwalk import Keep
 from packer.source.archive.zipindex import index_zip
 from packer.source.base import ItemReader, Source, SourceIndex, SourceItem
 from packer.source.limits import DEFAULT_MAX_BYTES
@@ -72,10 +74,10 @@ def archive_format(path: str) -> str:
     return "tar.gz" if lowered.endswith((".tar.gz", ".tgz")) else "tar"
 
 
-def index_archive(path: str, *, keep: Keep | None = None, nested: bool = True
-                  ) -> tuple[Listing, dict[int, bytes]]:
-    """Index the archive at ``path`` from its headers (``keep``, ``nested``: see
-    :func:`~packer.source.archive.tarindex.index_tar`; a zip keeps nothing and nests nothing).
+def index_archive(path: str, *, keep: Keep | None = None, nested: bool = True,
+                  spool_max_bytes: int | None = None) -> tuple[Listing, dict[int, bytes]]:
+    """Index the archive at ``path`` from its headers (``keep``, ``nested``, ``spool_max_bytes``:
+    see :func:`~packer.source.archive.tarindex.index_tar`; a zip keeps nothing and nests nothing).
 
     Raises:
         SourceError: it cannot be read, or is no tar, gzip-compressed tar or zip at all.
@@ -83,7 +85,8 @@ def index_archive(path: str, *, keep: Keep | None = None, nested: bool = True
     fmt = archive_format(path)
     if fmt == "zip":
         return index_zip(path), {}
-    return index_tar(path, compressed=fmt == "tar.gz", keep=keep, nested=nested)
+    return index_tar(path, compressed=fmt == "tar.gz", keep=keep, nested=nested,
+                     spool_max_bytes=spool_max_bytes)
 
 
 def listing_part(listing: Listing, max_bytes: int = DEFAULT_MAX_BYTES) -> ArchivePart:
@@ -91,12 +94,8 @@ def listing_part(listing: Listing, max_bytes: int = DEFAULT_MAX_BYTES) -> Archiv
     the ranges of members over ``max_bytes``, which its spool leaves as holes."""
     if not listing.compressed:
         return ArchivePart(absolute_location(listing.path), listing.size, listing.mtime_ns)
-    tars = {name for name, inner in listing.inner.items() if inner.error is None}  # read as tars
-    members = [m for m in listing.members if m.name not in tars]
-    members += [m for inner in listing.inner.values() for m in inner.members]
-    holes = sorted({(m.offset, m.offset + m.size) for m in members if m.kind == FILE and m.size > max_bytes})
     return ArchivePart(absolute_location(listing.path), listing.size, listing.mtime_ns, True,
-                       listing.expanded, tuple(holes))
+                       listing.expanded, spool_holes(listing, max_bytes))
 
 
 def _refuse_unreadable(members: list[Member], path: str) -> None:
@@ -141,7 +140,7 @@ class ArchiveSource(Source):
             kept = load_listing(self.scans, self.location, size, mtime_ns)
             if kept is not None:
                 return kept
-        listing, _ = index_archive(self.location)
+        listing, _ = index_archive(self.location, spool_max_bytes=self.max_bytes)
         self.unsaved = listing
         return listing
 
@@ -206,7 +205,7 @@ class ArchiveMembers:
     path, those over ``max_bytes`` ``too_large``."""
 
     def __init__(self, path: str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.listing, _ = index_archive(path, nested=False)
+        self.listing, _ = index_archive(path, nested=False, spool_max_bytes=max_bytes)
         self.max_bytes = max_bytes
         self.files = {m.name: m for m in self.listing.members if m.kind != DIR}  # the last copy wins
 

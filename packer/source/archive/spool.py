@@ -1,16 +1,17 @@
 """Decompressed copies of ``.tar.gz`` archives, so that workers read members by byte range.
 
-gzip cannot be read from the middle, so the first process on a node that reads a member of a
-compressed archive decompresses it once, sequentially, into a spool file in a node-local
-directory (``$PACKER_SPOOL_DIR``, default ``<tempdir>/packer-spool-<uid>``); every other
-process and worker on the node waits for it (an exclusive ``flock``) and then ``pread``s it.
-The cost is one more sequential decompression and disk space for the uncompressed archive:
-for a huge archive, ``gunzip`` it once and convert the ``.tar``. Members nobody reads (those over
-``max_bytes``) are left as holes, so a small archive that expands to gigabytes of one member
-takes no disk. Before writing, the free space is checked against what will be written (the
-decompressed size the scan found, less the holes; for an archive not scanned so, the gzip
-trailer's size as a first estimate, checked again as the copy grows), so a full disk is one
-clear error naming the archive and the space needed, not a half-written spool.
+gzip cannot be read from the middle, so a compressed archive is decompressed once, sequentially,
+into a spool file in a node-local directory (``$PACKER_SPOOL_DIR``, default
+``<tempdir>/packer-spool-<uid>``), which workers ``pread``. The scan writes it as it streams the
+archive for its index (:class:`SpoolWriter`: one decompression for both); where no scan on this node did, the
+first process that reads a member makes it (:func:`ensure_spool`) and every other process and
+worker on the node waits for it (an exclusive ``flock``). The cost is disk space for the
+uncompressed archive: for a huge archive, ``gunzip`` it once and convert the ``.tar``. Members
+nobody reads (those over ``max_bytes``) are left as holes, so a small archive that expands to
+gigabytes of one member takes no disk. Before writing, the free space is checked against what
+will be written (the decompressed size the scan found, less the holes; for an archive not
+scanned so, the gzip trailer's size as a first estimate, checked again as the copy grows), so a
+full disk is one clear error naming the archive and the space needed, not a half-written spool.
 
 Spools are named by the archive's path, size and modification time (and its holes), written
 under a temporary name and renamed into place, so a spool that exists is complete and belongs
@@ -37,9 +38,11 @@ from packer.errors import SourceError
 from packer.sizes import format_size
 from packer.source.archive.files import absolute_location, open_archive_file
 from packer.source.archive.gunzip import GzipStream
+from packer.source.archive.members import FILE, Listing, Member
 from packer.store.filelock import flocked
 
-__all__ = ["MAX_IDLE_SECONDS", "SPOOL_ENV", "ensure_spool", "remove_spool", "spool_dir", "spool_path"]
+__all__ = ["MAX_IDLE_SECONDS", "SPOOL_ENV", "SpoolWriter", "ensure_spool", "remove_spool", "spool_dir",
+           "spool_holes", "spool_path"]
 
 #: The environment variable naming the spool directory.
 SPOOL_ENV: Final = "PACKER_SPOOL_DIR"
@@ -69,6 +72,83 @@ def spool_path(path: str, size: int, mtime_ns: int, holes: Holes = ()) -> str:
     with ``holes`` left out: a spool with other holes is another file, never reused for it."""
     extent = "-" + hashlib.sha256(repr(tuple(holes)).encode()).hexdigest()[:8] if holes else ""
     return os.path.join(spool_dir(), f"{_archive_key(path)}-{_version(size, mtime_ns)}{extent}.tar")
+
+
+def spool_holes(listing: Listing, max_bytes: int) -> tuple[tuple[int, int], ...]:
+    """The decompressed ranges of ``listing`` (a ``.tar.gz``'s) nobody reads: the members over
+    ``max_bytes`` (those of class tars read as tars, not the class tars themselves)."""
+    tars = {name for name, inner in listing.inner.items() if inner.error is None}  # read as tars
+    members = [m for m in listing.members if m.name not in tars]
+    members += [m for inner in listing.inner.values() for m in inner.members]
+    return tuple(sorted({(m.offset, m.offset + m.size) for m in members
+                         if m.kind == FILE and m.size > max_bytes}))
+
+
+class SpoolWriter:
+    """The spool of a ``.tar.gz`` written while its index streams it, so that it is decompressed
+    once (and its gzip checks made in that one pass), not once to index and again to spool.
+
+    :meth:`write` takes the decompressed bytes as the index reads them; :meth:`watch` each
+    member as its header is read, before its data: a member over ``max_bytes`` becomes a hole
+    (a ``.tar`` member too large is written, for it may be a class tar read as one: a spool
+    holding bytes nobody reads is still that spool). Free space is checked as in
+    :func:`ensure_spool`; where it runs short the writer gives up quietly and the reader's
+    :func:`ensure_spool` reports it. :meth:`finish` renames the copy into place under the name
+    the reader asks for, or :meth:`abandon` deletes it.
+    """
+
+    def __init__(self, path: str, size: int, mtime_ns: int, max_bytes: int, estimate: int) -> None:
+        self.path, self.size, self.mtime_ns, self.max_bytes = path, size, mtime_ns, max_bytes
+        self.holes: list[tuple[int, int]] = []
+        self.final = spool_path(path, size, mtime_ns)
+        self.temporary = f"{self.final}.{os.getpid()}.index.tmp"
+        self.written = self.checked = 0
+        self.target: IO[bytes] | None = None
+        folder = os.path.dirname(self.final)
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            self.checked = _check_space(path, folder, estimate)
+            self.target = open(self.temporary, "wb")  # noqa: SIM115  # closed by finish/abandon
+        except (OSError, SourceError):
+            self.abandon()
+
+    def watch(self, member: Member) -> None:
+        """``member``'s header was read: leave its data out if nobody will read it."""
+        if member.kind == FILE and member.size > self.max_bytes and not member.name.lower().endswith(".tar"):
+            self.holes.append((member.offset, member.offset + member.size))
+
+    def write(self, position: int, chunk: bytes) -> None:
+        """Decompressed bytes ``chunk`` at ``position``, less the holes."""
+        if self.target is None or not chunk:
+            return
+        try:
+            self.written += _write(self.target, chunk, position, self.holes)
+            if self.written > self.checked:  # outgrew the estimate: check again before writing on
+                self.checked = self.written + _check_space(self.path, os.path.dirname(self.final), _RECHECK)
+        except (OSError, SourceError):
+            self.abandon()
+
+    def finish(self, listing: Listing) -> None:
+        """The whole archive was decompressed into the copy: put it where :func:`ensure_spool`
+        looks for the spool of ``listing`` with the holes its reader leaves out."""
+        if self.target is None:
+            return
+        try:
+            self.target.truncate(max(0, listing.expanded))  # a hole at the end still counts
+            self.target.close()
+            self.target = None
+            final = spool_path(self.path, self.size, self.mtime_ns, spool_holes(listing, self.max_bytes))
+            _prune(os.path.dirname(final), _archive_key(self.path), keep=final)
+            os.replace(self.temporary, final)
+        except OSError:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Delete the copy (no spool is made here; the reader makes it if it needs one)."""
+        if self.target is not None:
+            self.target.close()
+            self.target = None
+        _unlink(self.temporary)
 
 
 def ensure_spool(path: str, size: int, mtime_ns: int, *, expanded: int = -1, holes: Holes = ()) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tarfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Final
 
@@ -34,8 +34,9 @@ _DRAIN: Final = 1 << 20  # what is left after the tar's end is decompressed this
 class GzipTail:
     """A gzip stream as tarfile reads it (see the module docstring)."""
 
-    def __init__(self, raw: GzipStream) -> None:
+    def __init__(self, raw: GzipStream, sink: Callable[[int, bytes], None] | None = None) -> None:
         self.raw = raw
+        self.sink = sink  # given each decompressed chunk and its position (a spool written meanwhile)
         self.delivered = 0
         self.window = bytearray()
         self.failure: BaseException | None = None
@@ -54,6 +55,8 @@ class GzipTail:
             chunks.append(chunk)
             got += len(chunk)
         data = b"".join(chunks)
+        if self.sink is not None:
+            self.sink(self.delivered, data)
         self.delivered += len(data)
         self.window += data
         if len(self.window) > 2 * _WINDOW:
@@ -71,6 +74,8 @@ class GzipTail:
                 break
             if not chunk:
                 break
+            if self.sink is not None:
+                self.sink(self.delivered, chunk)
             self.delivered += len(chunk)
 
     def block_at(self, position: int) -> bytes:
@@ -111,7 +116,7 @@ def _mark(members: tuple[Member, ...], start: int, end: int, hit: list[str]) -> 
     for member in members:
         if member.kind == FILE and not member.status and member.offset - _BLOCK < end and \
                 member.offset + member.size > start:
-            member = replace(member, status=CORRUPT)
+            member = member._replace(status=CORRUPT)
             hit.append(member.name)
         marked.append(member)
     return tuple(marked)

@@ -150,7 +150,7 @@ class WebDatasetSource(Source):
             if archive_format(shard) == "zip":
                 raise SourceError(f"{shard!r} is a zip: WebDataset shards are tar files (.tar, .tar.gz).")
             listing, contents = index_archive(shard, keep=self._keep_label if self.fields else _keep,
-                                              nested=False)
+                                              nested=False, spool_max_bytes=self.options.max_bytes)
             parts.append(listing_part(listing, self.options.max_bytes))
             notes.extend(listing.notes)
             grouping.add_shard(number, listing.members, contents)
