@@ -31,18 +31,18 @@ import shutil
 import tempfile
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Final
 
 from packer.errors import SourceError
 from packer.sizes import format_size
-from packer.source.archive.files import absolute_location, open_archive_file
+from packer.source.archive.files import ArchiveFile, absolute_location, open_archive_file
 from packer.source.archive.gunzip import GzipStream
 from packer.source.archive.members import FILE, Listing, Member
 from packer.store.filelock import flocked
 
-__all__ = ["MAX_IDLE_SECONDS", "SPOOL_ENV", "SpoolWriter", "ensure_spool", "remove_spool", "spool_dir",
-           "spool_holes", "spool_path"]
+__all__ = ["MAX_IDLE_SECONDS", "SPOOL_ENV", "SpoolWriter", "ensure_spool", "finish_indexed_spool",
+           "remove_spool", "spool_dir", "spool_holes", "spool_path", "spool_while_indexing"]
 
 #: The environment variable naming the spool directory.
 SPOOL_ENV: Final = "PACKER_SPOOL_DIR"
@@ -85,70 +85,100 @@ def spool_holes(listing: Listing, max_bytes: int) -> tuple[tuple[int, int], ...]
 
 
 class SpoolWriter:
-    """The spool of a ``.tar.gz`` written while its index streams it, so that it is decompressed
-    once (and its gzip checks made in that one pass), not once to index and again to spool.
+    """A spool being written: decompressed bytes given with their position, written less the
+    holes, the free space checked before (for ``needed`` bytes) and again each time the copy
+    outgrows what was checked, then renamed into place (:meth:`finish`) or deleted (:meth:`abandon`).
 
-    :meth:`write` takes the decompressed bytes as the index reads them; :meth:`watch` each
-    member as its header is read, before its data: a member over ``max_bytes`` becomes a hole
-    (a ``.tar`` member too large is written, for it may be a class tar read as one: a spool
-    holding bytes nobody reads is still that spool). Free space is checked as in
-    :func:`ensure_spool`; where it runs short the writer gives up quietly and the reader's
-    :func:`ensure_spool` reports it. :meth:`finish` renames the copy into place under the name
-    the reader asks for, or :meth:`abandon` deletes it.
+    :func:`ensure_spool` writes one from a stream of its own, and a failure is its error. The
+    index writes one as it streams a ``.tar.gz`` anyway (:func:`spool_while_indexing`): ``quiet``,
+    it gives up on a failure (no space, no permission) and leaves the reader's :func:`ensure_spool`
+    to report it; it learns its holes as the walk reads each header (:meth:`watch`).
     """
 
-    def __init__(self, path: str, size: int, mtime_ns: int, max_bytes: int, estimate: int) -> None:
-        self.path, self.size, self.mtime_ns, self.max_bytes = path, size, mtime_ns, max_bytes
-        self.holes: list[tuple[int, int]] = []
-        self.final = spool_path(path, size, mtime_ns)
-        self.temporary = f"{self.final}.{os.getpid()}.index.tmp"
+    def __init__(self, path: str, size: int, mtime_ns: int, needed: int, *, holes: Holes = (),
+                 max_bytes: int | None = None, quiet: bool = False, keep: str = "") -> None:
+        self.path, self.size, self.mtime_ns = path, size, mtime_ns
+        self.max_bytes, self.quiet = max_bytes, quiet
+        self.holes = list(holes)
+        self.folder = spool_dir()
+        self.temporary = f"{spool_path(path, size, mtime_ns)}.{os.getpid()}.tmp"
         self.written = self.checked = 0
         self.target: IO[bytes] | None = None
-        folder = os.path.dirname(self.final)
+        self._guard(self._open, needed, keep)
+
+    def _open(self, needed: int, keep: str) -> None:
+        """Make room (other versions' spools, ``keep`` aside), check the space, open the copy."""
+        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        _prune(self.folder, _archive_key(self.path), keep=keep)
+        self.checked = _check_space(self.path, self.folder, needed)
+        self.target = open(self.temporary, "wb")  # noqa: SIM115  # closed by finish/abandon
+
+    def _guard(self, step: Callable[..., None], *args: object) -> None:
+        """Run ``step``; on a failure, delete the copy and raise (quietly: stop writing)."""
         try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-            self.checked = _check_space(path, folder, estimate)
-            self.target = open(self.temporary, "wb")  # noqa: SIM115  # closed by finish/abandon
+            step(*args)
         except (OSError, SourceError):
             self.abandon()
+            if not self.quiet:
+                raise
 
     def watch(self, member: Member) -> None:
-        """``member``'s header was read: leave its data out if nobody will read it."""
-        if member.kind == FILE and member.size > self.max_bytes and not member.name.lower().endswith(".tar"):
+        """``member``'s header was read: leave its data out if nobody will read it (a ``.tar``
+        member too large is written, for it may be a class tar read as one: a spool holding bytes
+        nobody reads is still that spool)."""
+        if self.max_bytes is not None and member.kind == FILE and member.size > self.max_bytes and \
+                not member.name.lower().endswith(".tar"):
             self.holes.append((member.offset, member.offset + member.size))
 
     def write(self, position: int, chunk: bytes) -> None:
         """Decompressed bytes ``chunk`` at ``position``, less the holes."""
-        if self.target is None or not chunk:
-            return
-        try:
-            self.written += _write(self.target, chunk, position, self.holes)
-            if self.written > self.checked:  # outgrew the estimate: check again before writing on
-                self.checked = self.written + _check_space(self.path, os.path.dirname(self.final), _RECHECK)
-        except (OSError, SourceError):
-            self.abandon()
+        if self.target is not None and chunk:
+            self._guard(self._write, position, chunk)
 
-    def finish(self, listing: Listing) -> None:
-        """The whole archive was decompressed into the copy: put it where :func:`ensure_spool`
-        looks for the spool of ``listing`` with the holes its reader leaves out."""
-        if self.target is None:
-            return
-        try:
-            self.target.truncate(max(0, listing.expanded))  # a hole at the end still counts
-            self.target.close()
-            self.target = None
-            final = spool_path(self.path, self.size, self.mtime_ns, spool_holes(listing, self.max_bytes))
-            _prune(os.path.dirname(final), _archive_key(self.path), keep=final)
-            os.replace(self.temporary, final)
-        except OSError:
-            self.abandon()
+    def _write(self, position: int, chunk: bytes) -> None:
+        assert self.target is not None
+        self.written += _write(self.target, chunk, position, self.holes)
+        if self.written > self.checked:  # outgrew the estimate: check again before writing on
+            self.checked = self.written + _check_space(self.path, self.folder, _RECHECK)
+
+    def finish(self, final: str, length: int) -> None:
+        """The copy is whole and ``length`` bytes long (a hole at the end still counts): put it at
+        ``final``."""
+        if self.target is not None:
+            self._guard(self._finish, final, length)
+
+    def _finish(self, final: str, length: int) -> None:
+        assert self.target is not None
+        self.target.truncate(max(0, length))
+        self.target.close()
+        self.target = None
+        os.replace(self.temporary, final)
 
     def abandon(self) -> None:
-        """Delete the copy (no spool is made here; the reader makes it if it needs one)."""
+        """Delete the copy (nothing is left of it)."""
         if self.target is not None:
             self.target.close()
             self.target = None
         _unlink(self.temporary)
+
+
+def spool_while_indexing(archive: ArchiveFile, path: str, max_bytes: int) -> SpoolWriter | None:
+    """The quiet writer of the spool of the ``.tar.gz`` ``archive`` (at ``path``) its index makes,
+    members over ``max_bytes`` left out (:func:`finish_indexed_spool` puts it into place); None
+    when this node has a spool of this version of it already (an earlier run's, kept)."""
+    location = absolute_location(path)
+    if _spools_of(location, archive.size, archive.mtime_ns):
+        return None
+    return SpoolWriter(location, archive.size, archive.mtime_ns, _expected(archive), max_bytes=max_bytes,
+                       quiet=True)
+
+
+def finish_indexed_spool(writer: SpoolWriter, listing: Listing) -> None:
+    """Put the spool written while ``listing`` was made where :func:`ensure_spool` looks for it:
+    named by the holes its reader leaves out (those the writer left out are among them)."""
+    assert writer.max_bytes is not None
+    holes = spool_holes(listing, writer.max_bytes)
+    writer.finish(spool_path(writer.path, writer.size, writer.mtime_ns, holes), listing.expanded)
 
 
 def ensure_spool(path: str, size: int, mtime_ns: int, *, expanded: int = -1, holes: Holes = ()) -> str:
@@ -174,8 +204,7 @@ def ensure_spool(path: str, size: int, mtime_ns: int, *, expanded: int = -1, hol
             try:
                 if _touch(final):
                     return final
-                _prune(folder, _archive_key(path), keep=final)
-                _decompress(path, final, expanded, holes)
+                _decompress(path, size, mtime_ns, final, expanded, holes)
             finally:
                 if os.path.exists(final):
                     _unlink(final + ".lock")
@@ -187,17 +216,14 @@ def ensure_spool(path: str, size: int, mtime_ns: int, *, expanded: int = -1, hol
     return final
 
 
-def _decompress(path: str, final: str, expanded: int, holes: Holes) -> None:
-    temporary = f"{final}.{os.getpid()}.tmp"
-    folder = os.path.dirname(final)
-    try:
-        with open_archive_file(path) as archive, open(temporary, "wb") as target:
-            source = archive.stream()
-            total = _expected(source) if expanded < 0 else expanded
-            left_out = sum(min(stop, total) - start for start, stop in holes if start < total)
-            checked = _check_space(path, folder, max(0, total - left_out))
-            stream = GzipStream(source)
-            position = written = 0
+def _decompress(path: str, size: int, mtime_ns: int, final: str, expanded: int, holes: Holes) -> None:
+    with open_archive_file(path) as archive:
+        total = _expected(archive) if expanded < 0 else expanded
+        left_out = sum(min(stop, total) - start for start, stop in holes if start < total)
+        writer = SpoolWriter(path, size, mtime_ns, max(0, total - left_out), holes=holes, keep=final)
+        try:
+            stream = GzipStream(archive.stream())
+            position = 0
             while True:
                 try:
                     chunk = stream.read1(_CHUNK)
@@ -205,22 +231,18 @@ def _decompress(path: str, final: str, expanded: int, holes: Holes) -> None:
                     break  # damaged: keep what decompressed; the scan noted it
                 if not chunk:
                     break
-                count = _write(target, chunk, position, holes)
-                position, written = position + len(chunk), written + count
-                if written > checked:  # outgrew the estimate: check again before writing on
-                    checked = written + _check_space(path, folder, _RECHECK)
-            target.truncate(position)  # a hole at the end still counts for the offsets
-        os.replace(temporary, final)
-    finally:
-        _unlink(temporary)
+                writer.write(position, chunk)
+                position += len(chunk)
+            writer.finish(final, position)
+        finally:
+            writer.abandon()
 
 
-def _expected(source: IO[bytes]) -> int:
+def _expected(archive: ArchiveFile) -> int:
     """A first estimate of an unscanned archive's decompressed size: the last gzip member's
     ISIZE trailer (its size modulo 2**32), or the file's own size if that is more."""
-    size = os.fstat(source.fileno()).st_size
-    trailer = os.pread(source.fileno(), 4, max(0, size - 4))
-    return max(size, int.from_bytes(trailer, "little") if len(trailer) == 4 else 0)
+    trailer = archive.pread(4, max(0, archive.size - 4))
+    return max(archive.size, int.from_bytes(trailer, "little") if len(trailer) == 4 else 0)
 
 
 def _check_space(path: str, folder: str, needed: int) -> int:
@@ -294,13 +316,18 @@ def _prune(folder: str, archive: str, *, keep: str) -> None:
 def remove_spool(path: str, size: int, mtime_ns: int) -> bool:
     """Delete the spools of ``path`` (that version of it, whatever their holes) on this node;
     True if there was one."""
-    stem = os.path.basename(spool_path(path, size, mtime_ns))[:-len(".tar")]
-    try:
-        with os.scandir(spool_dir()) as entries:
-            found = [e.path for e in entries if e.name.endswith(".tar") and
-                     (e.name == stem + ".tar" or e.name.startswith(stem + "-"))]
-    except FileNotFoundError:
-        return False
+    found = _spools_of(path, size, mtime_ns)
     for spool in found:
         _unlink(spool)
     return bool(found)
+
+
+def _spools_of(path: str, size: int, mtime_ns: int) -> list[str]:
+    """The spools of that version of ``path`` on this node, whatever their holes."""
+    stem = os.path.basename(spool_path(path, size, mtime_ns))[:-len(".tar")]
+    try:
+        with os.scandir(spool_dir()) as entries:
+            return [e.path for e in entries if e.name.endswith(".tar") and
+                    (e.name == stem + ".tar" or e.name.startswith(stem + "-"))]
+    except FileNotFoundError:
+        return []

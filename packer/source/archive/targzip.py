@@ -55,9 +55,7 @@ class GzipTail:
             chunks.append(chunk)
             got += len(chunk)
         data = b"".join(chunks)
-        if self.sink is not None:
-            self.sink(self.delivered, data)
-        self.delivered += len(data)
+        self._deliver(data)
         self.window += data
         if len(self.window) > 2 * _WINDOW:
             del self.window[:-_WINDOW]
@@ -74,9 +72,13 @@ class GzipTail:
                 break
             if not chunk:
                 break
-            if self.sink is not None:
-                self.sink(self.delivered, chunk)
-            self.delivered += len(chunk)
+            self._deliver(chunk)
+
+    def _deliver(self, data: bytes) -> None:
+        """Count ``data`` as delivered (and hand it to the sink, if any)."""
+        if self.sink is not None:
+            self.sink(self.delivered, data)
+        self.delivered += len(data)
 
     def block_at(self, position: int) -> bytes:
         start = self.delivered - len(self.window)

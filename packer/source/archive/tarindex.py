@@ -38,10 +38,10 @@ from typing import IO, Any, Final
 
 from packer.cpus import available_cpus
 from packer.errors import SourceError
-from packer.source.archive.files import ArchiveFile, absolute_location, open_archive_file
+from packer.source.archive.files import ArchiveFile, open_archive_file
 from packer.source.archive.gunzip import GzipStream
 from packer.source.archive.members import Inner, Listing, Member
-from packer.source.archive.spool import SpoolWriter
+from packer.source.archive.spool import SpoolWriter, finish_indexed_spool, spool_while_indexing
 from packer.source.archive.targzip import GzipTail, finish_stream
 from packer.source.archive.tarwalk import ArchiveOuter, Keep, TarWalk, index_member_tar
 
@@ -121,7 +121,8 @@ def index_tar(path: str, *, compressed: bool = False, keep: Keep | None = None, 
     """
     try:
         with _collection_paused(), open_archive_file(path) as archive:  # a local file unbuffered
-            spool = _spool_writer(path, archive, spool_max_bytes) if compressed else None
+            spool = (spool_while_indexing(archive, path, spool_max_bytes)
+                     if compressed and spool_max_bytes is not None else None)
             try:
                 listing, contents = _index(path, archive, compressed=compressed, keep=keep, nested=nested,
                                            workers=_indexers(workers), spool=spool)
@@ -130,19 +131,10 @@ def index_tar(path: str, *, compressed: bool = False, keep: Keep | None = None, 
                     spool.abandon()
                 raise
             if spool is not None:
-                spool.finish(listing)
+                finish_indexed_spool(spool, listing)
             return listing, contents
     except OSError as err:
         raise SourceError(f"Cannot read the archive {path!r}: {err.strerror or err}.") from None
-
-
-def _spool_writer(path: str, archive: ArchiveFile, max_bytes: int | None) -> SpoolWriter | None:
-    """The writer of the spool of the compressed tar ``archive`` (None: no spool wanted)."""
-    if max_bytes is None:
-        return None
-    trailer = archive.pread(4, max(0, archive.size - 4))  # the last gzip member's size modulo 2**32
-    estimate = max(archive.size, int.from_bytes(trailer, "little") if len(trailer) == 4 else 0)
-    return SpoolWriter(absolute_location(path), archive.size, archive.mtime_ns, max_bytes, estimate)
 
 
 def _index(path: str, archive: ArchiveFile, *, compressed: bool, keep: Keep | None,

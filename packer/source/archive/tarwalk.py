@@ -119,7 +119,8 @@ class TarWalk:
 
     def _run_plain(self, plain: PlainHeaders, limit: int) -> None:
         """Take members while their headers are plain (the tar being ``limit`` bytes long)."""
-        tar, members, base, inner, simple = self.tar, self.members, self.base, self.inner, self.keep is None
+        tar, members, base, inner = self.tar, self.members, self.base, self.inner
+        simple = self.keep is None and self.watch is None  # nothing else to do for a plain file
         while headers := plain.read(tar.offset, limit):
             for header in headers:
                 raw, kind, data, size, mtime, _, following = header
@@ -139,11 +140,9 @@ class TarWalk:
             return False  # tarfile fails on reading a kept member's data past the end
         member = self._record(raw, _PLAIN_KINDS[kind], self.base + data, size, mtime * _NS, target)
         if member is not None and member.kind == FILE:
-            if self.keep is not None and self.keep(member.name, member.size):
-                assert self.plain is not None
-                kept = self._linked_bytes(member) if kind == "hardlink" else self.plain.read_at(data, size)
-                if kept is not None:
-                    self.contents[len(self.members) - 1] = kept
+            plain = self.plain
+            assert plain is not None
+            self._keep_bytes(member, kind == "hardlink", lambda: plain.read_at(data, size))
             self._nested(member)
         self.tar.offset = min(following, limit)
         return True
@@ -157,16 +156,21 @@ class TarWalk:
                               info.linkname)
         if member is None or member.kind != FILE:
             return
-        if self.keep is not None and self.keep(member.name, member.size):
-            if info.islnk():
-                kept = self._linked_bytes(member)
-                if kept is not None:
-                    self.contents[len(self.members) - 1] = kept
-            else:
-                handle = self.tar.extractfile(info)
-                if handle is not None:
-                    self.contents[len(self.members) - 1] = handle.read()
+        self._keep_bytes(member, info.islnk(), lambda: self._extracted(info))
         self._nested(member)
+
+    def _extracted(self, info: tarfile.TarInfo) -> bytes | None:
+        handle = self.tar.extractfile(info)
+        return None if handle is None else handle.read()
+
+    def _keep_bytes(self, member: Member, linked: bool, read: Callable[[], bytes | None]) -> None:
+        """Keep the bytes of ``member`` (just added; ``linked``: a hard link, read as its target)
+        if the walk keeps them (``read`` gives those of a member that is no link)."""
+        if self.keep is None or not self.keep(member.name, member.size):
+            return
+        kept = self._linked_bytes(member) if linked else read()
+        if kept is not None:
+            self.contents[len(self.members) - 1] = kept
 
     def _linked_bytes(self, member: Member) -> bytes | None:
         """The data of a hard link (``member``: its target's location) to keep: read again from
