@@ -6,25 +6,31 @@ absent: ``sha256``, as every dataset before 0.4 has it). SHA-256 is Python's own
 from the ``blake3`` wheel (the ``fast`` extra) and hashes about 4.7x faster on one core here
 (1.1 GB/s against 5.2 GB/s, measured in docs/performance.md), which is what a conversion that
 reads and writes at the disk's speed needs. New datasets use BLAKE3 where it is installed
-(:func:`default_digest`); a dataset keeps its algorithm across updates, so its unchanged shards
-keep their names.
+(:func:`default_digest`; ``$PACKER_DIGEST`` names another); a dataset keeps its algorithm
+across updates, so its unchanged shards keep their names.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from packer.errors import MissingExtraError, UnknownNameError
 from packer.registry import Lazy, Registry
 
-__all__ = ["DIGESTS", "LEGACY_DIGEST", "SHA256", "DigestAlgorithm", "Hasher", "default_digest",
-           "digest_names", "get_digest"]
+__all__ = ["DIGESTS", "DIGEST_VARIABLE", "LEGACY_DIGEST", "SHA256", "DigestAlgorithm", "Hasher",
+           "default_digest", "digest_names", "get_digest"]
 
 #: What a manifest without a ``digest`` was made with.
 LEGACY_DIGEST: Final = "sha256"
+#: The environment variable naming the algorithm of new datasets where no ``digest`` is given (a
+#: site whose readers include packer before 0.4 sets ``sha256``; it reaches a conversion's workers,
+#: subprocesses and Dask or Slurm jobs started from that environment alike).
+DIGEST_VARIABLE: Final = "PACKER_DIGEST"
 _CHUNK: Final = 1 << 20  # a file is hashed this much at a time, into one reused buffer
 
 
@@ -95,7 +101,20 @@ def digest_names() -> tuple[str, ...]:
 
 
 def default_digest() -> str:
-    """What a new dataset is hashed with when no ``digest`` is given: ``blake3`` where its wheel
-    is installed (``pip install 'packer-shards[fast]'``), else ``sha256``. The choice is recorded
-    in the dataset (and in a conversion's plan, which array tasks and resumes follow)."""
+    """What a new dataset is hashed with when no ``digest`` is given: the algorithm
+    ``$PACKER_DIGEST`` names, else ``blake3`` where its wheel is installed (``pip install
+    'packer-shards[fast]'``), else ``sha256``. The choice is recorded in the dataset (and in a
+    conversion's plan, which array tasks and resumes follow).
+
+    Raises:
+        UnknownNameError: ``$PACKER_DIGEST`` names no algorithm (the message lists them).
+        MissingExtraError: it names ``blake3`` without its wheel installed.
+    """
+    named = os.environ.get(DIGEST_VARIABLE, "").strip()
+    if named:
+        try:
+            return get_digest(named).name
+        except (UnknownNameError, MissingExtraError) as err:
+            raise type(err)(f"{err} (named by ${DIGEST_VARIABLE}={named!r}: name another, or unset it "
+                            "for the default)") from None
     return "blake3" if importlib.util.find_spec("blake3") is not None else LEGACY_DIGEST

@@ -30,6 +30,8 @@ cores, a third of it writing the archive, which a second run with ``--work`` reu
 from __future__ import annotations
 
 import argparse
+import gc
+import hashlib
 import io
 import json
 import os
@@ -76,30 +78,43 @@ def write_archive(path: str, classes: int, per_class: int) -> int:
     return number
 
 
+def _fingerprint(listing: Any) -> str:
+    """A digest of everything a listing says (its members' fields, notes and inner listings)."""
+    digest = hashlib.sha256(repr((listing.format, listing.size, listing.members, listing.notes)).encode())
+    for name, inner in listing.inner.items():
+        digest.update(repr((name, tuple(map(tuple, inner.members)), inner.notes, inner.error)).encode())
+    return digest.hexdigest()
+
+
+def _timed_index(path: str, workers: int | None) -> tuple[float, str, int]:
+    """Seconds to index ``path``, the listing's fingerprint and its members in member tars. The
+    listing is let go before the next is timed, as each conversion indexes in a fresh process
+    (a pool forked from a process holding earlier listings would pay for their pages)."""
+    from packer.source.archive.tarindex import index_tar
+
+    gc.collect()
+    started = time.perf_counter()
+    listing, _ = index_tar(path, workers=workers)
+    seconds = time.perf_counter() - started
+    return seconds, _fingerprint(listing), sum(len(inner.members) for inner in listing.inner.values())
+
+
 def time_index(path: str) -> dict[str, Any]:
     """``index_tar`` with one process reading every header with tarfile (the baseline), with one
     process reading plain headers without it, and with the pool; the three listings must be equal."""
     from packer.source.archive import tarwalk
-    from packer.source.archive.tarindex import index_tar
 
     tarwalk.READ_PLAIN_HEADERS = False
     try:
-        started = time.perf_counter()
-        reference, _ = index_tar(path, workers=1)
-        tarfile_only = time.perf_counter() - started
+        tarfile_only, reference, members = _timed_index(path, 1)
     finally:
         tarwalk.READ_PLAIN_HEADERS = True
-    started = time.perf_counter()
-    alone, _ = index_tar(path, workers=1)
-    serial = time.perf_counter() - started
-    started = time.perf_counter()
-    pooled, _ = index_tar(path)
-    parallel = time.perf_counter() - started
+    serial, alone, _ = _timed_index(path, 1)
+    parallel, pooled, _ = _timed_index(path, None)
     if alone != reference:
         raise RuntimeError("reading plain headers without tarfile gave another listing")
     if pooled != alone:
         raise RuntimeError("the pool's listing differs from one process's")
-    members = sum(len(inner.members) for inner in alone.inner.values())
     return {"members": members, "tarfile_s": tarfile_only, "serial_s": serial, "pooled_s": parallel,
             "plain_vs_tarfile": tarfile_only / serial, "pool_vs_serial": serial / parallel,
             "pool_vs_tarfile": tarfile_only / parallel, "tarfile_us_per_member": 1e6 * tarfile_only / members,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ import imagetools
 from imagetools import Entry, standard_spec, write_tree
 
 import packer
+from packer.digests import DIGEST_VARIABLE
 from packer.format.backends import Backend, backend_names, get_backend
 from packer.format.codecs import Codec, codec_names, get_codec
 
@@ -41,11 +42,16 @@ DEFAULT_DIGEST_MODULES = frozenset({"test_digests", "test_convert", "test_resume
                                     "test_array", "test_records_in_workers", "test_remote", "test_cache"})
 
 
-@pytest.fixture(autouse=True)
-def _sha256_unless_the_default_is_tested(request: pytest.FixtureRequest,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    if request.module.__name__.rpartition(".")[2] not in DEFAULT_DIGEST_MODULES:
-        monkeypatch.setattr("packer.conversion.options.default_digest", lambda: "sha256")
+@pytest.fixture(autouse=True, scope="module")
+def _sha256_unless_the_default_is_tested(request: pytest.FixtureRequest) -> Iterator[None]:
+    """``$PACKER_DIGEST`` set for the whole module (its class-scoped fixtures too, and what the
+    tests start: subprocesses, Dask's workers), or unset where the default is tested."""
+    with pytest.MonkeyPatch.context() as patch:
+        if request.module.__name__.rpartition(".")[2] in DEFAULT_DIGEST_MODULES:
+            patch.delenv(DIGEST_VARIABLE, raising=False)
+        else:
+            patch.setenv(DIGEST_VARIABLE, "sha256")
+        yield
 
 
 @pytest.fixture(params=backend_names())

@@ -14,6 +14,7 @@ import json
 import os
 import pickle
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,7 +26,15 @@ from imagetools import dataset_snapshot, image_bytes, write_tree
 import packer
 from packer.cli import cli
 from packer.conversion.engines.executor import ExecutorEngine
-from packer.digests import DIGESTS, SHA256, DigestAlgorithm, default_digest, digest_names, get_digest
+from packer.digests import (
+    DIGEST_VARIABLE,
+    DIGESTS,
+    SHA256,
+    DigestAlgorithm,
+    default_digest,
+    digest_names,
+    get_digest,
+)
 from packer.errors import ManifestError, MissingExtraError, UnknownNameError
 from packer.format.manifest import DIGEST_FORMAT_VERSION, Manifest
 from packer.format.records import digest64
@@ -84,6 +93,35 @@ def test_the_default_is_blake3_only_where_it_is_installed(no_blake3: None, tmp_p
     assert "digest" not in json.loads((tmp_path / "dst" / "index.json").read_text())  # as before 0.4
     assert "digest" not in packer.convert(src, tmp_path / "d2", to="lmdb", digest="sha256",
                                           workers=1).manifest.extra["options"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("blake3") is None, reason="the blake3 wheel is not installed")
+def test_packer_digest_names_the_default_of_new_datasets(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _tree(tmp_path / "src")
+    assert default_digest() == "blake3"
+    monkeypatch.setenv(DIGEST_VARIABLE, " sha256 ")
+    assert default_digest() == "sha256"
+    result = subprocess.run([sys.executable, "-m", "packer", "convert", str(src), str(tmp_path / "dst"),
+                             "--to", "lmdb", "-q"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert Manifest.load(tmp_path / "dst").digest == "sha256"
+    named = packer.convert(src, tmp_path / "d2", to="lmdb", digest="blake3", workers=1)  # digest= first
+    assert named.manifest.digest == "blake3"
+
+
+def test_a_bad_packer_digest_is_refused_naming_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            no_blake3: None) -> None:
+    src = _tree(tmp_path / "src")
+    monkeypatch.setenv(DIGEST_VARIABLE, "md5")
+    with pytest.raises(UnknownNameError, match=r"md5.*PACKER_DIGEST='md5'.*unset it"):
+        packer.convert(src, tmp_path / "dst", to="lmdb", workers=1)
+    monkeypatch.setenv(DIGEST_VARIABLE, "blake3")
+    with pytest.raises(MissingExtraError, match=r"packer-shards\[fast\].*PACKER_DIGEST='blake3'"):
+        packer.convert(src, tmp_path / "dst", to="lmdb", workers=1)
+    assert not (tmp_path / "dst").exists()
+    named = packer.convert(src, tmp_path / "d2", to="lmdb", digest="sha256", workers=1)  # digest= first
+    assert named.manifest.digest == "sha256"
 
 
 def test_asking_for_blake3_without_it_names_the_extra(no_blake3: None, tmp_path: Path) -> None:

@@ -1,18 +1,23 @@
-"""A tar of many class tars (ImageNet's training tar) has its member tars indexed by a pool of
-processes: the listing is the very one a single process makes (members, offsets, notes, errors,
-order), and converting it gives the same dataset as the tree it holds."""
+"""A tar of many class tars (ImageNet's training tar) has its member tars indexed by this process
+and a pool, each claiming shares from a shared counter: the listing is the very one a single
+process makes (members, offsets, notes, errors, order), whoever indexed which share, and
+converting it gives the same dataset as the tree it holds."""
 
 from __future__ import annotations
 
 import io
+import os
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
 from imagetools import image_bytes, write_tree
 
 import packer
+from packer.errors import SourceError
 from packer.source.archive import tarindex
+from packer.source.archive.members import CORRUPT, DIR, FILE, LINK, TRUNCATED, Member
 from packer.source.archive.tarindex import PARALLEL_INNER, index_tar
 
 CLASSES = PARALLEL_INNER + 6
@@ -70,6 +75,72 @@ def test_a_pool_lists_the_member_tars_as_one_process_does(tmp_path: Path, damage
     assert list(pooled.inner) == list(alone.inner)  # archive order
     if damaged:
         assert pooled.inner["zz_not_a_tar.tar"].error is not None
+
+
+def test_shares_indexed_by_the_pool_come_back_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process is slowed, so that the pool's process claims shares; those listings, sent
+    back as columns, equal one process's."""
+    archive = _archive(tmp_path / "train.tar", damaged=True)
+    alone, _ = index_tar(str(archive), workers=1)
+    parent, index_member_tar = os.getpid(), tarindex.index_member_tar
+    taken_in: list[int] = []
+    from_columns = tarindex._from_columns
+
+    def slow_here(outer: object, member: Member) -> object:
+        if os.getpid() == parent:
+            time.sleep(0.01)
+        return index_member_tar(outer, member)  # type: ignore[arg-type]
+
+    def counted(flat: tarindex._Columns) -> tuple[Member, ...]:
+        taken_in.append(flat[0])
+        return from_columns(flat)
+
+    monkeypatch.setattr(tarindex, "index_member_tar", slow_here)  # forked: the pool's process has it too
+    monkeypatch.setattr(tarindex, "_from_columns", counted)
+    pooled, _ = index_tar(str(archive), workers=2)
+    assert taken_in, "the pool's process indexed no share"
+    assert len(taken_in) < CLASSES + 2, "this process indexed no share"
+    assert pooled == alone and list(pooled.inner) == list(alone.inner)
+
+
+def test_a_pool_process_failing_fails_the_index(tmp_path: Path) -> None:
+    archive = _archive(tmp_path / "train.tar")
+    alone, _ = index_tar(str(archive), workers=1)
+
+    class Walk:  # what _index_pending needs of the outer walk, for this process's shares
+        stream, watch = False, None
+
+        def __init__(self, file: object) -> None:
+            self.file = file
+
+        def limit(self) -> int:
+            return archive.stat().st_size
+
+        def peek(self, at: int) -> bytes:
+            return self.file.pread(512, at)  # type: ignore[attr-defined]
+
+        def failure(self) -> None:
+            return None
+
+    from packer.source.archive.files import open_archive_file
+    changed = pytest.raises(SourceError, match="changed while it was indexed")
+    with open_archive_file(str(archive)) as file, changed:
+        size = archive.stat().st_size
+        tarindex._index_pending(Walk(file), str(archive), size + 1,  # type: ignore[arg-type]
+                                list(alone.members), 2)
+
+
+@pytest.mark.parametrize("members", [
+    (),
+    (Member("a.jpg", FILE, 512, 10, 5),),
+    (Member("a", DIR, 512, 0, 0), Member("a/b.jpg", FILE, 1024, 7, 1_600_000_000_000_000_000, TRUNCATED),
+     Member("a/l", LINK, 2048, 0, -3, target="b.jpg"), Member("a/c", FILE, 2 ** 62, 2 ** 40, 0, CORRUPT)),
+])
+def test_members_as_columns_come_back_field_for_field(members: tuple[Member, ...]) -> None:
+    back = tarindex._from_columns(tarindex._as_columns(members))
+    assert back == members
+    assert all(type(member) is Member for member in back)
+    assert [tuple(map(type, member)) for member in back] == [tuple(map(type, member)) for member in members]
 
 
 def test_a_few_member_tars_are_indexed_in_this_process(tmp_path: Path,

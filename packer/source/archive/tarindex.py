@@ -9,9 +9,11 @@ are recorded in the decompressed stream (its reader reads them from a decompress
 Top-level ``.tar`` members (also one folder down, for an archive with a top folder) are indexed
 too, with absolute offsets: that is how a tar of per-class tars (ImageNet's
 ``ILSVRC2012_img_train.tar``) is read with one ``pread`` per image. In an uncompressed archive
-with at least :data:`PARALLEL_INNER` of them, they are indexed after the outer walk by a pool of
-processes (one per CPU, at most 8; tarfile's header parsing is Python, bound to one core), each
-``pread``-ing its share; the listing is the same, member for member and note for note. Each tar
+with at least :data:`PARALLEL_INNER` of them, they are indexed after the outer walk by this
+process and a pool (one process per CPU in all, at most 8; header parsing is Python, bound to
+one core), each claiming the next share from a shared counter and ``pread``-ing it; the pool's
+listings come back as columns (:func:`_as_columns`). The listing is the same, member for member
+and note for note. Each tar
 is walked by :class:`~packer.source.archive.tarwalk.TarWalk`, which reads plain headers without
 tarfile (:mod:`packer.source.archive.tarheaders`, a sixth of its time) and the rest with it.
 
@@ -27,9 +29,11 @@ naming where the archive ends and why.
 
 from __future__ import annotations
 
+import array
 import concurrent.futures as cf
 import contextlib
 import gc
+import itertools
 import multiprocessing
 import tarfile
 import zlib
@@ -51,31 +55,93 @@ __all__ = ["PARALLEL_INNER", "index_tar"]
 PARALLEL_INNER: Final = 64
 _MAX_INDEXERS: Final = 8
 _BLOCK: Final = tarfile.BLOCKSIZE
-_as_member = tuple.__new__  # a member's fields, as a pool's process sent them, made a Member again
-_Flat = tuple[list[tuple[Any, ...]], tuple[str, ...], "str | None"]  # members, notes, error
+_Columns = tuple[int, tuple[Any, ...]]  # members as columns: their count, then each field's column
+_Flat = tuple[_Columns, tuple[str, ...], "str | None"]  # members, notes, error
 
 
-def _inner_share(path: str, size: int, members: list[Member]) -> list[_Flat]:
-    """Index ``members`` (member tars of the uncompressed archive ``path`` of ``size`` bytes):
-    one pool process's share, each listing's members as plain tuples (a third of the pickling)."""
+def _as_columns(members: tuple[Member, ...]) -> _Columns:
+    """``members`` as columns for a pool's pipe: a field of one value throughout (a tar's kind,
+    method, crc...) sent once, integers as one array; a fifth of pickling tuples, both ways."""
+    columns: list[Any] = []
+    for column in zip(*members, strict=True):
+        first = column[0]
+        if column.count(first) == len(column) and all(type(value) is type(first) for value in column):
+            columns.append(("same", first))
+        elif all(type(value) is int for value in column):
+            columns.append(("int", array.array("q", column)))
+        else:
+            columns.append(("each", column))
+    return len(members), tuple(columns)
+
+
+def _from_columns(flat: _Columns) -> tuple[Member, ...]:
+    """The members :func:`_as_columns` sent, field for field."""
+    count, columns = flat
+    fields = [itertools.repeat(values, count) if kind == "same" else values for kind, values in columns]
+    return tuple(map(tuple.__new__, itertools.repeat(Member), zip(*fields, strict=True))) if count else ()
+
+
+_claimed: Any = None  # in a pool's process: the shared count of shares taken (_share_counter)
+
+
+def _share_counter(claimed: Any) -> None:
+    """A pool process's initializer: the shared counter its shares are claimed from."""
+    global _claimed
+    _claimed = claimed
+
+
+def _claim(claimed: Any, count: int) -> int | None:
+    """The next of ``count`` shares to index, taken from the shared ``claimed`` counter; None when
+    every share is taken."""
+    with claimed.get_lock():
+        index = int(claimed.value)
+        if index >= count:
+            return None
+        claimed.value = index + 1
+    return index
+
+
+def _claim_shares(path: str, size: int, shares: list[list[Member]]) -> list[tuple[int, list[_Flat]]]:
+    """A pool process's part: shares of member tars of the uncompressed archive ``path`` (of
+    ``size`` bytes), claimed one by one until none are left, each listing's members as columns
+    (:func:`_as_columns`), by share number."""
+    done: list[tuple[int, list[_Flat]]] = []
     with open_archive_file(path) as archive:
         if archive.size != size:
             raise SourceError(f"The archive {path!r} changed while it was indexed ({size} bytes, then "
                               f"{archive.size}): index it again.")
         outer = ArchiveOuter(archive)
-        found = [index_member_tar(outer, member) for member in members]  # type: ignore[arg-type]
-    return [([tuple(m) for m in inner.members], inner.notes, inner.error) for inner in found]
+        while (index := _claim(_claimed, len(shares))) is not None:
+            found = [index_member_tar(outer, member) for member in shares[index]]  # type: ignore[arg-type]
+            done.append((index, [(_as_columns(inner.members), inner.notes, inner.error) for inner in found]))
+    return done
 
 
-def _index_pending(path: str, size: int, pending: list[Member], workers: int) -> list[Inner]:
-    """Every pending member tar indexed by ``workers`` processes, in archive order."""
-    share = -(-len(pending) // (4 * workers))  # four shares a process: the slow ones even out
+def _index_pending(walk: TarWalk, path: str, size: int, pending: list[Member], workers: int) -> list[Inner]:
+    """Every pending member tar indexed, in archive order, by this process and ``workers - 1``
+    others, each claiming the next share from a shared counter when free. This process indexes
+    too: its own shares need no pickling back (sent ones cost it a sixth of their indexing)."""
+    share = -(-len(pending) // (8 * workers))  # eight shares a process: the slow ones even out
     shares = [pending[i:i + share] for i in range(0, len(pending), share)]
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
-        return [Inner(tuple(_as_member(Member, fields) for fields in members), notes, error)
-                for done in pool.map(_inner_share, [path] * len(shares), [size] * len(shares), shares)
-                for members, notes, error in done]
+    found: list[list[Inner]] = [[] for _ in shares]
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
+                                          else "spawn")
+    claimed = context.Value("q", 0)
+    with cf.ProcessPoolExecutor(workers - 1, mp_context=context, initializer=_share_counter,
+                                initargs=(claimed,)) as pool:
+        parts = [pool.submit(_claim_shares, path, size, shares) for _ in range(workers - 1)]
+        try:
+            while (index := _claim(claimed, len(shares))) is not None:
+                found[index] = [index_member_tar(walk, member) for member in shares[index]]
+            for part in parts:
+                for index, flats in part.result():
+                    found[index] = [Inner(_from_columns(members), notes, error)
+                                    for members, notes, error in flats]
+        except BaseException:
+            with claimed.get_lock():  # the pool's processes stop after the share in hand
+                claimed.value = len(shares)
+            raise
+    return [inner for part in found for inner in part]
 
 
 def _indexers(workers: int | None) -> int:
@@ -167,7 +233,7 @@ def _index(path: str, archive: ArchiveFile, *, compressed: bool, keep: Keep | No
     walk.run()
     if walk.pending is not None and inner is not None:  # the member tars, by the pool or here
         pending = walk.pending
-        found = (_index_pending(path, archive.size, pending, workers) if len(pending) >= PARALLEL_INNER
+        found = (_index_pending(walk, path, archive.size, pending, workers) if len(pending) >= PARALLEL_INNER
                  else [index_member_tar(walk, member) for member in pending])
         inner.update((member.name, listing) for member, listing in zip(pending, found, strict=True))
     notes = list(walk.notes)
