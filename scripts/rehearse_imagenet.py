@@ -80,7 +80,8 @@ def write_archive(path: str, classes: int, per_class: int) -> int:
 
 def _fingerprint(listing: Any) -> str:
     """A digest of everything a listing says (its members' fields, notes and inner listings)."""
-    digest = hashlib.sha256(repr((listing.format, listing.size, listing.members, listing.notes)).encode())
+    digest = hashlib.sha256(repr((listing.format, listing.size, tuple(map(tuple, listing.members)),
+                                  listing.notes)).encode())
     for name, inner in listing.inner.items():
         digest.update(repr((name, tuple(map(tuple, inner.members)), inner.notes, inner.error)).encode())
     return digest.hexdigest()

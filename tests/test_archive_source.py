@@ -373,8 +373,7 @@ def test_an_interrupted_conversion_of_an_archive_resumes(tmp_path: Path, name: s
     clean = _convert(archive, tmp_path / "clean", workers=2)
     dst = tmp_path / "dst"
     killed = subprocess.run([sys.executable, "-c", _KILLED_MID_RUN, str(archive), str(dst), "--to", "lmdb",
-                             "--shard-size", SHARD_SIZE, "-q", "--workers", "2",
-                             "--digest", "sha256"],  # as the clean one (conftest's default here)
+                             "--shard-size", SHARD_SIZE, "-q", "--workers", "2"],
                             capture_output=True, text=True, timeout=240, check=False)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not (dst / "index.json").exists()

@@ -17,8 +17,10 @@ from imagetools import image_bytes, write_tree
 import packer
 from packer.errors import SourceError
 from packer.source.archive import tarindex
+from packer.source.archive.files import open_archive_file
 from packer.source.archive.members import CORRUPT, DIR, FILE, LINK, TRUNCATED, Member
 from packer.source.archive.tarindex import PARALLEL_INNER, index_tar
+from packer.source.archive.tarwalk import ArchiveOuter
 
 CLASSES = PARALLEL_INNER + 6
 
@@ -107,26 +109,10 @@ def test_a_pool_process_failing_fails_the_index(tmp_path: Path) -> None:
     archive = _archive(tmp_path / "train.tar")
     alone, _ = index_tar(str(archive), workers=1)
 
-    class Walk:  # what _index_pending needs of the outer walk, for this process's shares
-        stream, watch = False, None
-
-        def __init__(self, file: object) -> None:
-            self.file = file
-
-        def limit(self) -> int:
-            return archive.stat().st_size
-
-        def peek(self, at: int) -> bytes:
-            return self.file.pread(512, at)  # type: ignore[attr-defined]
-
-        def failure(self) -> None:
-            return None
-
-    from packer.source.archive.files import open_archive_file
     changed = pytest.raises(SourceError, match="changed while it was indexed")
     with open_archive_file(str(archive)) as file, changed:
         size = archive.stat().st_size
-        tarindex._index_pending(Walk(file), str(archive), size + 1,  # type: ignore[arg-type]
+        tarindex._index_pending(ArchiveOuter(file), str(archive), size + 1,  # type: ignore[arg-type]
                                 list(alone.members), 2)
 
 

@@ -13,9 +13,9 @@ with at least :data:`PARALLEL_INNER` of them, they are indexed after the outer w
 process and a pool (one process per CPU in all, at most 8; header parsing is Python, bound to
 one core), each claiming the next share from a shared counter and ``pread``-ing it; the pool's
 listings come back as columns (:func:`_as_columns`). The listing is the same, member for member
-and note for note. Each tar
-is walked by :class:`~packer.source.archive.tarwalk.TarWalk`, which reads plain headers without
-tarfile (:mod:`packer.source.archive.tarheaders`, a sixth of its time) and the rest with it.
+and note for note. Each tar is walked by :class:`~packer.source.archive.tarwalk.TarWalk`, which
+reads plain headers without tarfile (:mod:`packer.source.archive.tarheaders`, a sixth of its
+time) and the rest with it.
 
 Damage never loses what comes before it. A member whose data runs past the end of the archive
 (a truncated download, or a header claiming more than the archive holds) gets status
